@@ -1,0 +1,20 @@
+//! The HelmLoop office: reduces records into a disposition; never creates owner records, reads the clock or executes anything.
+//!
+//! Layers: `grpc` (thin handlers: decode → call domain/store → encode). `domain/` (pure rules,
+//! no sqlx, no tonic) and `store/` (SQL on the `helmloop` schema only) arrive with the office's
+//! features.
+
+pub mod grpc;
+
+use lychd_runtime::Office;
+use lychd_runtime::cli::OfficeSpec;
+use sqlx::migrate::Migrator;
+
+/// The office's migrations, applied by `lychd-helmloop migrate` as role `lychd_helmloop_owner`.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+pub const OFFICE: Office = Office::HelmLoop;
+
+pub fn spec() -> OfficeSpec {
+    OfficeSpec { office: OFFICE, migrator: &MIGRATOR, add_routes: grpc::add_routes }
+}

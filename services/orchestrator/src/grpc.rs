@@ -1,0 +1,27 @@
+//! gRPC handlers of `lychd.orchestrator.v1.Orchestrator`. Every call passes the authenticator first.
+
+use lychd_proto::orchestrator::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
+use lychd_proto::orchestrator::v1::{DescribeRequest, DescribeResponse};
+use lychd_runtime::server::ServeContext;
+use tonic::service::Routes;
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status};
+
+pub struct OrchestratorService {
+    ctx: ServeContext,
+}
+
+#[tonic::async_trait]
+impl Orchestrator for OrchestratorService {
+    async fn describe(&self, request: Request<DescribeRequest>) -> Result<Response<DescribeResponse>, Status> {
+        let office = lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
+        Ok(Response::new(DescribeResponse { office: Some(office) }))
+    }
+}
+
+pub fn add_routes(ctx: &ServeContext, routes: Routes) -> Routes {
+    let server = OrchestratorServer::new(OrchestratorService { ctx: ctx.clone() })
+        .max_decoding_message_size(ctx.max_message_bytes())
+        .max_encoding_message_size(ctx.max_message_bytes());
+    routes.add_service(InterceptedService::new(server, ctx.authenticator.clone()))
+}

@@ -1,0 +1,20 @@
+//! The Orchestrator office: converges hardware; never grants a lease or picks a semantic provider.
+//!
+//! Layers: `grpc` (thin handlers: decode → call domain/store → encode). `domain/` (pure rules,
+//! no sqlx, no tonic) and `store/` (SQL on the `orchestrator` schema only) arrive with the office's
+//! features.
+
+pub mod grpc;
+
+use lychd_runtime::Office;
+use lychd_runtime::cli::OfficeSpec;
+use sqlx::migrate::Migrator;
+
+/// The office's migrations, applied by `lychd-orchestrator migrate` as role `lychd_orchestrator_owner`.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+pub const OFFICE: Office = Office::Orchestrator;
+
+pub fn spec() -> OfficeSpec {
+    OfficeSpec { office: OFFICE, migrator: &MIGRATOR, add_routes: grpc::add_routes }
+}

@@ -1,0 +1,398 @@
+//! The HL-C14N-1 canonical serializer (resolutions §A).
+//!
+//! No whitespace; object members in UTF-16 code-unit order of their decoded
+//! names; arrays in order; integers in decimal; strings escape only `"`, `\`
+//! and U+0000..U+001F (`\b \t \n \f \r`, else `\u00xx` with lowercase hex),
+//! everything else is written literally as UTF-8.
+//!
+//! Two entry points produce the same bytes: [`to_canonical_vec`] serializes a
+//! [`Value`], and [`canonicalize`] streams from JSON text straight to canonical
+//! bytes without building a tree (the fast path used for digests of text).
+
+use crate::error::{C14nError, ErrorCode};
+use crate::parse::{self, MAX_DEPTH, ParseOptions, Sink};
+use crate::utf16::cmp_utf16;
+use crate::value::{MAX_SAFE_INTEGER, Value};
+
+/// The member a record digest leaves out (top level only).
+pub const DIGEST_MEMBER: &str = "digest";
+
+/// Which members to leave out of the canonical bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Omit {
+    /// Serialize the value as it is (binding digests, canonical text).
+    #[default]
+    Nothing,
+    /// Leave out the top-level `digest` member, if the value is an object
+    /// (record digests). Nested `digest` members are kept.
+    TopLevelDigest,
+}
+
+/// Canonical bytes of JSON `input` (strictly parsed, default options).
+pub fn canonicalize(input: &[u8]) -> Result<Vec<u8>, C14nError> {
+    canonicalize_with(input, ParseOptions::default(), Omit::Nothing)
+}
+
+/// Canonical bytes of JSON `input`, with the given parse options and omission.
+pub fn canonicalize_with(
+    input: &[u8],
+    options: ParseOptions,
+    omit: Omit,
+) -> Result<Vec<u8>, C14nError> {
+    let mut out = Vec::with_capacity(input.len());
+    canonicalize_into(input, options, omit, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the canonical bytes of JSON `input` to `out`. On error `out` may
+/// hold a partial result.
+pub fn canonicalize_into(
+    input: &[u8],
+    options: ParseOptions,
+    omit: Omit,
+    out: &mut Vec<u8>,
+) -> Result<(), C14nError> {
+    let mut sink = CanonSink {
+        out: std::mem::take(out),
+        keys: String::new(),
+        members: Vec::new(),
+        frames: Vec::new(),
+        scratch: Vec::new(),
+        order: Vec::new(),
+        omit_top_digest: omit == Omit::TopLevelDigest,
+    };
+    let result = parse::run(input, options, &mut sink);
+    *out = sink.out;
+    result
+}
+
+/// Canonical bytes of `value`.
+///
+/// Fails with `C14N_UNSAFE_INTEGER`, `C14N_NOT_NFC` or `C14N_DEPTH_EXCEEDED`
+/// (without offset) when the in-memory value breaks the profile.
+pub fn to_canonical_vec(value: &Value) -> Result<Vec<u8>, C14nError> {
+    to_canonical_vec_omit(value, Omit::Nothing)
+}
+
+/// Canonical bytes of `value`, leaving out what `omit` says.
+pub fn to_canonical_vec_omit(value: &Value, omit: Omit) -> Result<Vec<u8>, C14nError> {
+    let mut out = Vec::new();
+    match (value, omit) {
+        (Value::Object(m), Omit::TopLevelDigest) => {
+            out.push(b'{');
+            let mut first = true;
+            for (k, v) in m.iter().filter(|(k, _)| *k != DIGEST_MEMBER) {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                write_key(&mut out, k)?;
+                write_value(&mut out, v, 1)?;
+            }
+            out.push(b'}');
+        }
+        _ => write_value(&mut out, value, 0)?,
+    }
+    Ok(out)
+}
+
+/// Canonical text of `value` (the canonical bytes are always UTF-8).
+pub fn to_canonical_string(value: &Value) -> Result<String, C14nError> {
+    let bytes = to_canonical_vec(value)?;
+    String::from_utf8(bytes).map_err(|_| C14nError::in_value(ErrorCode::InvalidUtf8))
+}
+
+fn write_key(out: &mut Vec<u8>, k: &str) -> Result<(), C14nError> {
+    if !parse::is_nfc(k) {
+        return Err(C14nError::in_value(ErrorCode::NotNfc));
+    }
+    write_escaped(out, k);
+    out.push(b':');
+    Ok(())
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), C14nError> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Int(n) => {
+            if n.unsigned_abs() > MAX_SAFE_INTEGER as u64 {
+                return Err(C14nError::in_value(ErrorCode::UnsafeInteger));
+            }
+            write_int(out, *n);
+        }
+        Value::String(s) => {
+            if !parse::is_nfc(s) {
+                return Err(C14nError::in_value(ErrorCode::NotNfc));
+            }
+            write_escaped(out, s);
+        }
+        Value::Array(items) => {
+            if depth >= MAX_DEPTH {
+                return Err(C14nError::in_value(ErrorCode::DepthExceeded));
+            }
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, v, depth + 1)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            if depth >= MAX_DEPTH {
+                return Err(C14nError::in_value(ErrorCode::DepthExceeded));
+            }
+            out.push(b'{');
+            for (i, (k, v)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_key(out, k)?;
+                write_value(out, v, depth + 1)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+fn write_int(out: &mut Vec<u8>, n: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `s` as a canonical JSON string literal.
+pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push(b'"');
+    let mut run = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let short: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0A => b"\\n",
+            0x0C => b"\\f",
+            0x0D => b"\\r",
+            0x00..=0x1F => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&b[run..i]);
+        if short.is_empty() {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(c >> 4)],
+                HEX[usize::from(c & 0xF)],
+            ]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        run = i + 1;
+    }
+    out.extend_from_slice(&b[run..]);
+    out.push(b'"');
+}
+
+/// One member of an open object, as written to `out`.
+#[derive(Clone, Copy)]
+struct Member {
+    key_start: usize,
+    key_end: usize,
+    start: usize,
+    end: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    is_object: bool,
+    count: usize,
+    body_start: usize,
+    member_base: usize,
+    key_base: usize,
+}
+
+/// Streams canonical bytes: members of each object are written in document
+/// order, then reordered in place when the object closes (only when they were
+/// not already in canonical order).
+struct CanonSink {
+    out: Vec<u8>,
+    /// Decoded names of the members of all open objects.
+    keys: String,
+    members: Vec<Member>,
+    frames: Vec<Frame>,
+    scratch: Vec<u8>,
+    order: Vec<usize>,
+    omit_top_digest: bool,
+}
+
+impl CanonSink {
+    #[inline]
+    fn before_value(&mut self) {
+        if let Some(f) = self.frames.last_mut()
+            && !f.is_object
+        {
+            if f.count > 0 {
+                self.out.push(b',');
+            }
+            f.count += 1;
+        }
+    }
+
+    fn open(&mut self, is_object: bool, bracket: u8) {
+        self.before_value();
+        self.out.push(bracket);
+        self.frames.push(Frame {
+            is_object,
+            count: 0,
+            body_start: self.out.len(),
+            member_base: self.members.len(),
+            key_base: self.keys.len(),
+        });
+    }
+}
+
+impl Sink for CanonSink {
+    fn null(&mut self) {
+        self.before_value();
+        self.out.extend_from_slice(b"null");
+    }
+
+    fn boolean(&mut self, b: bool) {
+        self.before_value();
+        self.out
+            .extend_from_slice(if b { b"true" as &[u8] } else { b"false" });
+    }
+
+    fn int(&mut self, _n: i64, raw: &str) {
+        self.before_value();
+        self.out.extend_from_slice(raw.as_bytes());
+    }
+
+    fn string(&mut self, s: &str, clean: bool) {
+        self.before_value();
+        if clean {
+            self.out.push(b'"');
+            self.out.extend_from_slice(s.as_bytes());
+            self.out.push(b'"');
+        } else {
+            write_escaped(&mut self.out, s);
+        }
+    }
+
+    fn begin_array(&mut self) {
+        self.open(false, b'[');
+    }
+
+    fn end_array(&mut self) {
+        self.frames.pop();
+        self.out.push(b']');
+    }
+
+    fn begin_object(&mut self) {
+        self.open(true, b'{');
+    }
+
+    fn key(&mut self, k: &str, clean: bool) {
+        let out_len = self.out.len();
+        if let Some(f) = self.frames.last_mut() {
+            if f.count > 0 {
+                if let Some(last) = self.members.last_mut() {
+                    last.end = out_len;
+                }
+                self.out.push(b',');
+            }
+            f.count += 1;
+        }
+        let key_start = self.keys.len();
+        self.keys.push_str(k);
+        let start = self.out.len();
+        if clean {
+            self.out.push(b'"');
+            self.out.extend_from_slice(k.as_bytes());
+            self.out.push(b'"');
+        } else {
+            write_escaped(&mut self.out, k);
+        }
+        self.out.push(b':');
+        self.members.push(Member {
+            key_start,
+            key_end: self.keys.len(),
+            start,
+            end: 0,
+        });
+    }
+
+    fn end_object(&mut self) {
+        let Some(frame) = self.frames.pop() else {
+            return;
+        };
+        let CanonSink {
+            out,
+            keys,
+            members,
+            frames,
+            scratch,
+            order,
+            omit_top_digest,
+        } = self;
+        let ms = &mut members[frame.member_base..];
+        if let Some(last) = ms.last_mut() {
+            last.end = out.len();
+        }
+        let key = |m: &Member| &keys[m.key_start..m.key_end];
+        let sorted = ms
+            .windows(2)
+            .all(|w| cmp_utf16(key(&w[0]), key(&w[1])).is_lt());
+        let omit = *omit_top_digest && frames.is_empty();
+        let has_digest = omit && ms.iter().any(|m| key(m) == DIGEST_MEMBER);
+        if !sorted || has_digest {
+            order.clear();
+            order.extend(0..ms.len());
+            if !sorted {
+                order.sort_unstable_by(|&a, &b| cmp_utf16(key(&ms[a]), key(&ms[b])));
+            }
+            let base = frame.body_start;
+            scratch.clear();
+            scratch.extend_from_slice(&out[base..]);
+            out.truncate(base);
+            let mut first = true;
+            for &idx in order.iter() {
+                let m = ms[idx];
+                if has_digest && key(&m) == DIGEST_MEMBER {
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(&scratch[m.start - base..m.end - base]);
+            }
+        }
+        out.push(b'}');
+        members.truncate(frame.member_base);
+        keys.truncate(frame.key_base);
+    }
+}

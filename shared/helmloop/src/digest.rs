@@ -1,0 +1,184 @@
+//! Record and binding digests (spec §2, resolutions §A).
+//!
+//! `sha256:` + 64 lowercase hex of SHA-256 over a domain prefix, one NUL byte,
+//! then the canonical bytes. A record digest leaves out the top-level `digest`
+//! member; a binding digest covers the value as it is. Verification is byte
+//! equality of the rendered string.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::canon::{self, Omit};
+use crate::error::C14nError;
+use crate::parse::ParseOptions;
+use crate::value::Value;
+
+/// The two digest domains of HelmLoop v0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Domain {
+    /// `HelmLoop/v0.1/Record`: the top-level `digest` member is left out.
+    Record,
+    /// `HelmLoop/v0.1/Binding`: the value as it is.
+    Binding,
+}
+
+impl Domain {
+    /// The domain prefix, without the NUL separator.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Domain::Record => "HelmLoop/v0.1/Record",
+            Domain::Binding => "HelmLoop/v0.1/Binding",
+        }
+    }
+
+    /// What the canonical bytes of this domain leave out.
+    pub const fn omit(self) -> Omit {
+        match self {
+            Domain::Record => Omit::TopLevelDigest,
+            Domain::Binding => Omit::Nothing,
+        }
+    }
+}
+
+/// A SHA-256 digest, rendered `sha256:<64 lowercase hex>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest([u8; 32]);
+
+impl Digest {
+    /// Wraps raw digest bytes.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Digest(bytes)
+    }
+
+    /// The raw digest bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The rendered form, `sha256:<hex>`.
+    pub fn render(&self) -> String {
+        self.to_string()
+    }
+
+    /// Parses the rendered form; only `sha256:` + exactly 64 lowercase hex digits.
+    pub fn parse(s: &str) -> Option<Digest> {
+        let hex_part = s.strip_prefix("sha256:")?;
+        if hex_part.len() != 64
+            || !hex_part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(hex_part, &mut bytes).ok()?;
+        Some(Digest(bytes))
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sha256:")?;
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Error parsing a rendered digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DigestSyntaxError;
+
+impl fmt::Display for DigestSyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DIGEST_SYNTAX: expected sha256: followed by 64 lowercase hex digits")
+    }
+}
+
+impl std::error::Error for DigestSyntaxError {}
+
+impl FromStr for Digest {
+    type Err = DigestSyntaxError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Digest::parse(s).ok_or(DigestSyntaxError)
+    }
+}
+
+/// Digest of bytes that are already canonical (for `domain`: a record's bytes
+/// must already lack the top-level `digest` member).
+pub fn digest_canonical(domain: Domain, canonical: &[u8]) -> Digest {
+    let mut h = Sha256::new();
+    h.update(domain.prefix().as_bytes());
+    h.update([0u8]);
+    h.update(canonical);
+    Digest(h.finalize().into())
+}
+
+/// The canonical bytes `domain` hashes for `value`.
+pub fn canonical_for_domain(domain: Domain, value: &Value) -> Result<Vec<u8>, C14nError> {
+    canon::to_canonical_vec_omit(value, domain.omit())
+}
+
+/// Digest of `value` in `domain`.
+pub fn digest_value(domain: Domain, value: &Value) -> Result<Digest, C14nError> {
+    Ok(digest_canonical(
+        domain,
+        &canonical_for_domain(domain, value)?,
+    ))
+}
+
+/// Record digest of `value` (top-level `digest` member left out).
+pub fn record_digest(value: &Value) -> Result<Digest, C14nError> {
+    digest_value(Domain::Record, value)
+}
+
+/// Binding digest of `value`.
+pub fn binding_digest(value: &Value) -> Result<Digest, C14nError> {
+    digest_value(Domain::Binding, value)
+}
+
+/// Digest of JSON text in `domain`: strict parse, canonicalize, hash (streaming,
+/// no tree is built).
+pub fn digest_json(domain: Domain, input: &[u8]) -> Result<Digest, C14nError> {
+    digest_json_with(domain, input, ParseOptions::default())
+}
+
+/// [`digest_json`] with explicit parse options.
+pub fn digest_json_with(
+    domain: Domain,
+    input: &[u8],
+    options: ParseOptions,
+) -> Result<Digest, C14nError> {
+    let canonical = canon::canonicalize_with(input, options, domain.omit())?;
+    Ok(digest_canonical(domain, &canonical))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendering_round_trips_and_is_strict() {
+        let d = digest_canonical(Domain::Binding, b"{}");
+        let s = d.render();
+        assert!(s.starts_with("sha256:") && s.len() == 71);
+        assert_eq!(Digest::parse(&s), Some(d));
+        assert_eq!(Digest::parse(&s.to_uppercase()), None);
+        assert_eq!(Digest::parse(&s[..70]), None);
+        assert_eq!(Digest::parse(&s.replacen("sha256:", "sha512:", 1)), None);
+    }
+
+    #[test]
+    fn domains_differ() {
+        assert_ne!(
+            digest_canonical(Domain::Record, b"{}"),
+            digest_canonical(Domain::Binding, b"{}")
+        );
+    }
+}

@@ -1,0 +1,596 @@
+//! The strict HL-C14N-1 parser (resolutions §A), written for this profile.
+//!
+//! A general JSON parser keeps the last of two duplicate names and accepts
+//! fractions, so it cannot be the front end of a canonical digest. This parser
+//! checks every rule of the profile and reports the first violation with its
+//! code and byte offset:
+//!
+//! 1. `C14N_TOO_LARGE` when the input exceeds the size cap (offset = the cap);
+//! 2. `C14N_BOM` for a leading UTF-8 (`EF BB BF`) or UTF-16 (`FE FF`, `FF FE`)
+//!    byte-order mark (offset 0);
+//! 3. `C14N_INVALID_UTF8` at the first byte that is not valid UTF-8 (the whole
+//!    input is checked before the grammar);
+//! 4. otherwise the first violation in document order.
+//!
+//! The grammar is driven through a [`Sink`], so the same checks feed both the
+//! tree builder ([`parse`]) and the streaming canonicalizer
+//! ([`crate::canonicalize`]).
+
+use std::collections::HashSet;
+
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+
+use crate::error::{C14nError, ErrorCode};
+use crate::value::{MAX_SAFE_INTEGER, Map, Value};
+
+/// Maximum nesting depth of arrays and objects: 128 nested containers parse,
+/// the 129th is `C14N_DEPTH_EXCEEDED`.
+pub const MAX_DEPTH: usize = 128;
+
+/// Default input size cap: 8 MiB.
+pub const DEFAULT_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+/// Parser settings. Only the size cap is configurable; the depth limit is part
+/// of the profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Inputs longer than this many bytes are `C14N_TOO_LARGE`.
+    pub max_bytes: usize,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Parses `input` strictly into a [`Value`] with the default options.
+pub fn parse(input: &[u8]) -> Result<Value, C14nError> {
+    parse_with(input, ParseOptions::default())
+}
+
+/// Parses `input` strictly into a [`Value`].
+pub fn parse_with(input: &[u8], options: ParseOptions) -> Result<Value, C14nError> {
+    let mut sink = TreeSink::default();
+    run(input, options, &mut sink)?;
+    Ok(sink.root.unwrap_or(Value::Null))
+}
+
+/// Whether `s` is in Unicode Normalization Form C (ASCII fast path).
+pub fn is_nfc(s: &str) -> bool {
+    s.is_ascii() || is_nfc_non_ascii(s)
+}
+
+fn is_nfc_non_ascii(s: &str) -> bool {
+    match is_nfc_quick(s.chars()) {
+        IsNormalized::Yes => true,
+        IsNormalized::No => false,
+        IsNormalized::Maybe => s.chars().eq(s.nfc()),
+    }
+}
+
+/// Receives the parse events of one well-formed value, in document order.
+///
+/// `clean` tells that the raw string token had no escape, so its decoded text
+/// is also its canonical serialization body. `raw` of an integer is its token,
+/// which the grammar makes canonical.
+pub(crate) trait Sink {
+    fn null(&mut self);
+    fn boolean(&mut self, b: bool);
+    fn int(&mut self, n: i64, raw: &str);
+    fn string(&mut self, s: &str, clean: bool);
+    fn begin_array(&mut self);
+    fn end_array(&mut self);
+    fn begin_object(&mut self);
+    fn key(&mut self, k: &str, clean: bool);
+    fn end_object(&mut self);
+}
+
+/// Runs the strict parser over `input`, feeding `sink`.
+pub(crate) fn run<S: Sink>(
+    input: &[u8],
+    options: ParseOptions,
+    sink: &mut S,
+) -> Result<(), C14nError> {
+    if input.len() > options.max_bytes {
+        return Err(C14nError::at(ErrorCode::TooLarge, options.max_bytes));
+    }
+    if input.starts_with(&[0xEF, 0xBB, 0xBF])
+        || input.starts_with(&[0xFE, 0xFF])
+        || input.starts_with(&[0xFF, 0xFE])
+    {
+        return Err(C14nError::at(ErrorCode::Bom, 0));
+    }
+    let text = std::str::from_utf8(input)
+        .map_err(|e| C14nError::at(ErrorCode::InvalidUtf8, e.valid_up_to()))?;
+    let mut p = Parser {
+        text,
+        bytes: input,
+        pos: 0,
+        scratch: String::new(),
+        keys: KeyTracker::default(),
+    };
+    p.skip_ws();
+    p.value(0, sink)?;
+    p.skip_ws();
+    if p.pos < p.bytes.len() {
+        return Err(C14nError::at(ErrorCode::TrailingInput, p.pos));
+    }
+    Ok(())
+}
+
+/// Bytes that end the fast scan of a string body: `"`, `\` and U+0000..U+001F.
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Where a decoded string lives: a slice of the input, or the scratch buffer.
+enum Decoded {
+    Input(usize, usize),
+    Scratch,
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    scratch: String,
+    keys: KeyTracker,
+}
+
+impl<'a> Parser<'a> {
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn syntax(&self) -> C14nError {
+        C14nError::at(ErrorCode::Syntax, self.pos)
+    }
+
+    fn value<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+        match self.peek() {
+            Some(b'{') => self.object(depth + 1, sink),
+            Some(b'[') => self.array(depth + 1, sink),
+            Some(b'"') => {
+                let (d, clean) = self.string_token()?;
+                let s = match d {
+                    Decoded::Input(a, b) => &self.text[a..b],
+                    Decoded::Scratch => self.scratch.as_str(),
+                };
+                sink.string(s, clean);
+                Ok(())
+            }
+            Some(b't') => self.literal(b"true", || sink.boolean(true)),
+            Some(b'f') => self.literal(b"false", || sink.boolean(false)),
+            Some(b'n') => self.literal(b"null", || sink.null()),
+            Some(b'-' | b'0'..=b'9') => self.number(sink),
+            _ => Err(self.syntax()),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], emit: impl FnOnce()) -> Result<(), C14nError> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            emit();
+            Ok(())
+        } else {
+            Err(self.syntax())
+        }
+    }
+
+    fn object<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+        if depth > MAX_DEPTH {
+            return Err(C14nError::at(ErrorCode::DepthExceeded, self.pos));
+        }
+        self.pos += 1;
+        sink.begin_object();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            sink.end_object();
+            return Ok(());
+        }
+        self.keys.push_frame();
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.syntax());
+            }
+            let key_offset = self.pos;
+            let (d, clean) = self.string_token()?;
+            let text = self.text;
+            let k = match d {
+                Decoded::Input(a, b) => &text[a..b],
+                Decoded::Scratch => self.scratch.as_str(),
+            };
+            if !self.keys.insert(k) {
+                return Err(C14nError::at(ErrorCode::DuplicateKey, key_offset));
+            }
+            sink.key(k, clean);
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return Err(self.syntax());
+            }
+            self.pos += 1;
+            self.skip_ws();
+            self.value(depth, sink)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(self.syntax()),
+            }
+        }
+        self.keys.pop_frame();
+        sink.end_object();
+        Ok(())
+    }
+
+    fn array<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+        if depth > MAX_DEPTH {
+            return Err(C14nError::at(ErrorCode::DepthExceeded, self.pos));
+        }
+        self.pos += 1;
+        sink.begin_array();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            sink.end_array();
+            return Ok(());
+        }
+        loop {
+            self.value(depth, sink)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(self.syntax()),
+            }
+        }
+        sink.end_array();
+        Ok(())
+    }
+
+    fn number<S: Sink>(&mut self, sink: &mut S) -> Result<(), C14nError> {
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut i = start;
+        let negative = bytes[i] == b'-';
+        if negative {
+            i += 1;
+        }
+        match bytes.get(i) {
+            Some(b'0') => {
+                i += 1;
+                if matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                    return Err(C14nError::at(ErrorCode::Syntax, i));
+                }
+            }
+            Some(b'1'..=b'9') => {
+                i += 1;
+                while matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                    i += 1;
+                }
+            }
+            _ => return Err(C14nError::at(ErrorCode::Syntax, i)),
+        }
+        let int_end = i;
+        let mut integer = true;
+        if bytes.get(i) == Some(&b'.') {
+            i += 1;
+            if !matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                return Err(C14nError::at(ErrorCode::Syntax, i));
+            }
+            while matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+            integer = false;
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(bytes.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                return Err(C14nError::at(ErrorCode::Syntax, i));
+            }
+            while matches!(bytes.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+            integer = false;
+        }
+        if !integer {
+            return Err(C14nError::at(ErrorCode::NonIntegerNumber, start));
+        }
+        let digits = &bytes[start + usize::from(negative)..int_end];
+        if negative && digits == b"0" {
+            return Err(C14nError::at(ErrorCode::NegativeZero, start));
+        }
+        // 2^53 - 1 has 16 digits; anything longer is unsafe without overflow risk.
+        if digits.len() > 16 {
+            return Err(C14nError::at(ErrorCode::UnsafeInteger, start));
+        }
+        let magnitude = digits
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        if magnitude > MAX_SAFE_INTEGER {
+            return Err(C14nError::at(ErrorCode::UnsafeInteger, start));
+        }
+        self.pos = int_end;
+        let n = if negative { -magnitude } else { magnitude };
+        sink.int(n, &self.text[start..int_end]);
+        Ok(())
+    }
+
+    /// Reads the string token at `self.pos` (which is `"`), decoding escapes
+    /// into the scratch buffer when there are any. Checks control characters,
+    /// escapes, surrogate pairs and NFC.
+    fn string_token(&mut self) -> Result<(Decoded, bool), C14nError> {
+        let bytes = self.bytes;
+        let start = self.pos;
+        let mut i = start + 1;
+        let mut high = 0u8;
+        // Fast path: no escape.
+        loop {
+            let Some(&b) = bytes.get(i) else {
+                return Err(C14nError::at(ErrorCode::Syntax, bytes.len()));
+            };
+            if STRING_STOP[b as usize] {
+                if b == b'"' {
+                    self.pos = i + 1;
+                    if high >= 0x80 && !is_nfc_non_ascii(&self.text[start + 1..i]) {
+                        return Err(C14nError::at(ErrorCode::NotNfc, start));
+                    }
+                    return Ok((Decoded::Input(start + 1, i), true));
+                }
+                if b == b'\\' {
+                    break;
+                }
+                return Err(C14nError::at(ErrorCode::ControlCharacter, i));
+            }
+            high |= b;
+            i += 1;
+        }
+        // Slow path: decode into scratch.
+        let text = self.text;
+        let scratch = &mut self.scratch;
+        scratch.clear();
+        scratch.push_str(&text[start + 1..i]);
+        loop {
+            let Some(&b) = bytes.get(i) else {
+                return Err(C14nError::at(ErrorCode::Syntax, bytes.len()));
+            };
+            match b {
+                b'"' => break,
+                b'\\' => i = decode_escape(bytes, i, scratch)?,
+                0x00..=0x1F => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
+                _ => {
+                    let run_start = i;
+                    i += 1;
+                    while i < bytes.len() && !STRING_STOP[bytes[i] as usize] {
+                        i += 1;
+                    }
+                    scratch.push_str(&text[run_start..i]);
+                }
+            }
+        }
+        self.pos = i + 1;
+        if !is_nfc(scratch) {
+            return Err(C14nError::at(ErrorCode::NotNfc, start));
+        }
+        Ok((Decoded::Scratch, false))
+    }
+}
+
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let h = bytes.get(at..at + 4)?;
+    let mut n = 0u32;
+    for &c in h {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        n = n * 16 + u32::from(d);
+    }
+    Some(n)
+}
+
+/// Decodes the escape starting at `bytes[i] == '\\'` into `out`; returns the
+/// index after it.
+fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14nError> {
+    let invalid = C14nError::at(ErrorCode::InvalidEscape, i);
+    let c = match bytes.get(i + 1) {
+        Some(b'"') => '"',
+        Some(b'\\') => '\\',
+        Some(b'/') => '/',
+        Some(b'b') => '\u{8}',
+        Some(b'f') => '\u{c}',
+        Some(b'n') => '\n',
+        Some(b'r') => '\r',
+        Some(b't') => '\t',
+        Some(b'u') => {
+            let unit = hex4(bytes, i + 2).ok_or(invalid)?;
+            return match unit {
+                0xD800..=0xDBFF => {
+                    let lone = C14nError::at(ErrorCode::LoneSurrogate, i);
+                    if bytes.get(i + 6..i + 8) != Some(b"\\u") {
+                        return Err(lone);
+                    }
+                    let low = hex4(bytes, i + 8)
+                        .ok_or(C14nError::at(ErrorCode::InvalidEscape, i + 6))?;
+                    if !(0xDC00..=0xDFFF).contains(&low) {
+                        return Err(lone);
+                    }
+                    let cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                    out.push(char::from_u32(cp).ok_or(lone)?);
+                    Ok(i + 12)
+                }
+                0xDC00..=0xDFFF => Err(C14nError::at(ErrorCode::LoneSurrogate, i)),
+                _ => {
+                    out.push(char::from_u32(unit).ok_or(invalid)?);
+                    Ok(i + 6)
+                }
+            };
+        }
+        _ => return Err(invalid),
+    };
+    out.push(c);
+    Ok(i + 2)
+}
+
+/// Detects duplicate member names, object by object.
+#[derive(Default)]
+struct KeyTracker {
+    buf: String,
+    spans: Vec<(usize, usize)>,
+    frames: Vec<KeyFrame>,
+}
+
+struct KeyFrame {
+    span_base: usize,
+    buf_base: usize,
+    /// Built once an object has more than `LINEAR_LIMIT` members.
+    set: Option<HashSet<Box<str>>>,
+}
+
+const LINEAR_LIMIT: usize = 16;
+
+impl KeyTracker {
+    fn push_frame(&mut self) {
+        self.frames.push(KeyFrame {
+            span_base: self.spans.len(),
+            buf_base: self.buf.len(),
+            set: None,
+        });
+    }
+
+    fn pop_frame(&mut self) {
+        if let Some(f) = self.frames.pop() {
+            self.spans.truncate(f.span_base);
+            self.buf.truncate(f.buf_base);
+        }
+    }
+
+    /// Records `k` in the innermost object; false when it was already there.
+    fn insert(&mut self, k: &str) -> bool {
+        let Some(frame) = self.frames.last_mut() else {
+            return true;
+        };
+        if let Some(set) = frame.set.as_mut() {
+            return set.insert(k.into());
+        }
+        let existing = &self.spans[frame.span_base..];
+        if existing.iter().any(|&(a, b)| &self.buf[a..b] == k) {
+            return false;
+        }
+        if existing.len() < LINEAR_LIMIT {
+            let a = self.buf.len();
+            self.buf.push_str(k);
+            self.spans.push((a, self.buf.len()));
+        } else {
+            let mut set: HashSet<Box<str>> =
+                existing.iter().map(|&(a, b)| self.buf[a..b].into()).collect();
+            set.insert(k.into());
+            frame.set = Some(set);
+        }
+        true
+    }
+}
+
+/// Builds a [`Value`] tree.
+#[derive(Default)]
+struct TreeSink {
+    stack: Vec<Partial>,
+    root: Option<Value>,
+}
+
+enum Partial {
+    Array(Vec<Value>),
+    Object(Vec<(String, Value)>, Option<String>),
+}
+
+impl TreeSink {
+    fn push(&mut self, v: Value) {
+        match self.stack.last_mut() {
+            None => self.root = Some(v),
+            Some(Partial::Array(items)) => items.push(v),
+            Some(Partial::Object(members, key)) => {
+                if let Some(k) = key.take() {
+                    members.push((k, v));
+                }
+            }
+        }
+    }
+}
+
+impl Sink for TreeSink {
+    fn null(&mut self) {
+        self.push(Value::Null);
+    }
+    fn boolean(&mut self, b: bool) {
+        self.push(Value::Bool(b));
+    }
+    fn int(&mut self, n: i64, _raw: &str) {
+        self.push(Value::Int(n));
+    }
+    fn string(&mut self, s: &str, _clean: bool) {
+        self.push(Value::String(s.to_owned()));
+    }
+    fn begin_array(&mut self) {
+        self.stack.push(Partial::Array(Vec::new()));
+    }
+    fn end_array(&mut self) {
+        if let Some(Partial::Array(items)) = self.stack.pop() {
+            self.push(Value::Array(items));
+        }
+    }
+    fn begin_object(&mut self) {
+        self.stack.push(Partial::Object(Vec::new(), None));
+    }
+    fn key(&mut self, k: &str, _clean: bool) {
+        if let Some(Partial::Object(_, key)) = self.stack.last_mut() {
+            *key = Some(k.to_owned());
+        }
+    }
+    fn end_object(&mut self) {
+        if let Some(Partial::Object(members, _)) = self.stack.pop() {
+            // The parser has rejected duplicate names already.
+            self.push(Value::Object(Map::from_unique(members)));
+        }
+    }
+}

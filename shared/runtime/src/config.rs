@@ -1,0 +1,342 @@
+//! Office configuration: defaults → TOML file → `LYCHD_<OFFICE>__SECTION__FIELD` environment
+//! overrides, then one `validate()`. Unknown fields are rejected; errors name the file (or the
+//! environment variable) and the field. Secrets are only ever given by reference (a file path,
+//! typically `/run/secrets/<name>`) and are held in a redacting wrapper once loaded.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+
+use crate::Office;
+
+/// Everything an office needs to run. Later office-specific sections are added here as
+/// optional tables so one file shape serves every office.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfficeConfig {
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub telemetry: TelemetryConfig,
+    pub auth: AuthConfig,
+    /// Offices this office calls, by office name.
+    #[serde(default)]
+    pub peers: BTreeMap<String, PeerConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the gRPC server binds (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Largest encoded request or response message, in bytes.
+    pub max_message_bytes: usize,
+    /// Deadline for one request, in milliseconds (a shorter `grpc-timeout` from the caller wins).
+    pub request_timeout_ms: u64,
+    /// Requests served at once across all connections; further requests wait.
+    pub concurrency_limit: usize,
+    /// How long in-flight requests may take to finish after a shutdown signal.
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connection URL of the office's runtime role (DML on its own schema only). No password
+    /// here: give it by reference in `password_file`.
+    pub url: String,
+    pub password_file: Option<PathBuf>,
+    /// Connection URL of the office's owner role, used only by `migrate`.
+    pub migrate_url: String,
+    pub migrate_password_file: Option<PathBuf>,
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    pub format: LogFormat,
+    /// `tracing` filter directive, e.g. `info,lychd_runtime=debug` (`RUST_LOG` wins if set).
+    pub filter: String,
+    /// OTLP/gRPC collector endpoint; when absent `OTEL_EXPORTER_OTLP_ENDPOINT` is honoured,
+    /// and when neither is set no spans are exported.
+    pub otlp_endpoint: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// File holding the bearer credential this office accepts and presents to its peers
+    /// (interim stack credential until Ward sessions; see docs/adr/0002). Required.
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// gRPC endpoint of the peer office, e.g. `http://127.0.0.1:50053`.
+    pub endpoint: String,
+}
+
+impl OfficeConfig {
+    /// The defaults for an office on one machine (loopback, local PostgreSQL on 5432).
+    pub fn defaults(office: Office) -> Self {
+        let name = office.name();
+        OfficeConfig {
+            server: ServerConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], office.default_port())),
+                max_message_bytes: 4 * 1024 * 1024,
+                request_timeout_ms: 30_000,
+                concurrency_limit: 256,
+                shutdown_grace_ms: 10_000,
+            },
+            database: DatabaseConfig {
+                url: format!("postgres://{}@127.0.0.1:5432/lychd", office.runtime_role()),
+                password_file: None,
+                migrate_url: format!("postgres://{}@127.0.0.1:5432/lychd", office.owner_role()),
+                migrate_password_file: None,
+                max_connections: 8,
+            },
+            telemetry: TelemetryConfig {
+                format: LogFormat::Json,
+                filter: format!("info,lychd_{name}=info"),
+                otlp_endpoint: None,
+            },
+            auth: AuthConfig { token_file: None },
+            peers: BTreeMap::new(),
+        }
+    }
+
+    /// Load: defaults, then the TOML file (if any), then `LYCHD_<OFFICE>__…` from `env`.
+    pub fn load(
+        office: Office,
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let prefix = format!("LYCHD_{}__", office.name().to_ascii_uppercase());
+        let mut fig = Figment::from(Serialized::defaults(Self::defaults(office)));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid {
+                    origin: path.display().to_string(),
+                    field: String::new(),
+                    message: "config file not found".into(),
+                });
+            }
+            fig = fig.merge(Toml::file_exact(path));
+        }
+        // Only our prefix is read; `LYCHD_WARD__SERVER__LISTEN` → `server.listen`.
+        let vars: Vec<(String, String)> = env
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|rest| (rest.to_ascii_lowercase(), v)))
+            .collect();
+        let fig = fig.merge(EnvPairs { prefix: prefix.clone(), vars });
+        let cfg: OfficeConfig = fig.extract().map_err(|e| ConfigError::from_figment(e, file, &prefix))?;
+        cfg.validate(file)?;
+        Ok(cfg)
+    }
+
+    /// Checks that serde cannot express. Errors name the field.
+    pub fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let bad = |field: &str, message: &str| ConfigError::Invalid {
+            origin: file.map(|p| p.display().to_string()).unwrap_or_else(|| "defaults/environment".into()),
+            field: field.into(),
+            message: message.into(),
+        };
+        if self.server.max_message_bytes < 1024 || self.server.max_message_bytes > 64 * 1024 * 1024 {
+            return Err(bad("server.max_message_bytes", "must be between 1024 and 67108864"));
+        }
+        if self.server.concurrency_limit == 0 {
+            return Err(bad("server.concurrency_limit", "must be at least 1"));
+        }
+        if self.server.request_timeout_ms == 0 {
+            return Err(bad("server.request_timeout_ms", "must be at least 1"));
+        }
+        if self.database.max_connections == 0 {
+            return Err(bad("database.max_connections", "must be at least 1"));
+        }
+        for (field, url) in [("database.url", &self.database.url), ("database.migrate_url", &self.database.migrate_url)] {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(bad(field, "must be a postgres:// URL"));
+            }
+            if url_has_password(url) {
+                return Err(bad(field, "must not contain a password; give it by reference in the *_password_file field"));
+            }
+        }
+        for (name, peer) in &self.peers {
+            if Office::from_name(name).is_none() {
+                return Err(bad(&format!("peers.{name}"), "unknown office name"));
+            }
+            if !(peer.endpoint.starts_with("http://") || peer.endpoint.starts_with("https://")) {
+                return Err(bad(&format!("peers.{name}.endpoint"), "must be an http:// or https:// URL"));
+            }
+        }
+        if self.auth.token_file.is_none() {
+            return Err(bad("auth.token_file", "is required: every RPC but health and reflection is authenticated"));
+        }
+        Ok(())
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.server.request_timeout_ms)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.server.shutdown_grace_ms)
+    }
+}
+
+fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    match authority.rsplit_once('@') {
+        Some((userinfo, _)) => userinfo.contains(':'),
+        None => false,
+    }
+}
+
+/// A figment provider over explicit environment pairs (already stripped of the prefix and
+/// lowercased), so callers and tests decide which environment is read.
+struct EnvPairs {
+    prefix: String,
+    vars: Vec<(String, String)>,
+}
+
+impl figment::Provider for EnvPairs {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named(format!("environment {}*", self.prefix))
+    }
+
+    fn data(&self) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        use figment::value::{Dict, Value};
+        let mut dict = Dict::new();
+        for (key, raw) in &self.vars {
+            let value: Value = raw.parse().unwrap_or_else(|_| Value::from(raw.clone()));
+            let nested = key.rsplit("__").fold(value, |acc, part| {
+                let mut d = Dict::new();
+                d.insert(part.to_string(), acc);
+                d.into()
+            });
+            if let Value::Dict(_, d) = nested {
+                merge_dict(&mut dict, d);
+            }
+        }
+        Ok(figment::Profile::Default.collect(dict))
+    }
+}
+
+fn merge_dict(into: &mut figment::value::Dict, from: figment::value::Dict) {
+    use figment::value::Value;
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Dict(_, a)), Value::Dict(_, b)) => merge_dict(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// A configuration error. Display names the source (file or environment) and the field; it
+/// never includes a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration in {origin}: field `{field}`: {message}")]
+    Invalid { origin: String, field: String, message: String },
+    #[error("cannot read secret `{field}` from {path}: {reason}")]
+    Secret { field: String, path: String, reason: String },
+}
+
+impl ConfigError {
+    fn from_figment(err: figment::Error, file: Option<&Path>, env_prefix: &str) -> Self {
+        let mut field = err.path.join(".");
+        if let figment::error::Kind::UnknownField(name, _) = &err.kind {
+            field = if field.is_empty() { name.clone() } else { format!("{field}.{name}") };
+        }
+        let source = err
+            .metadata
+            .as_ref()
+            .map(|m| match &m.source {
+                Some(figment::Source::File(p)) => p.display().to_string(),
+                _ if m.name.starts_with("environment") => {
+                    format!("environment variable {env_prefix}{}", field.replace('.', "__").to_ascii_uppercase())
+                }
+                _ => m.name.to_string(),
+            })
+            .or_else(|| file.map(|p| p.display().to_string()))
+            .unwrap_or_else(|| "configuration".into());
+        ConfigError::Invalid { origin: source, field, message: err.kind.to_string() }
+    }
+}
+
+/// Read a secret given by reference. Trailing newlines are dropped; the value never appears in
+/// `Debug`, logs or errors.
+pub fn load_secret(field: &str, path: &Path) -> Result<SecretString, ConfigError> {
+    let err = |reason: String| ConfigError::Secret { field: field.into(), path: path.display().to_string(), reason };
+    let raw = std::fs::read_to_string(path).map_err(|e| err(e.kind().to_string()))?;
+    let value = raw.trim_end_matches(['\n', '\r']);
+    if value.is_empty() {
+        return Err(err("file is empty".into()));
+    }
+    Ok(SecretString::from(value.to_owned()))
+}
+
+/// Secrets of an office, loaded once at start.
+pub struct Secrets {
+    pub token: SecretString,
+    pub db_password: Option<SecretString>,
+    pub migrate_password: Option<SecretString>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("token", &"[redacted]")
+            .field("db_password", &self.db_password.as_ref().map(|_| "[redacted]"))
+            .field("migrate_password", &self.migrate_password.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+impl Secrets {
+    pub fn load(cfg: &OfficeConfig) -> Result<Self, ConfigError> {
+        let token_path = cfg.auth.token_file.as_deref().ok_or_else(|| ConfigError::Invalid {
+            origin: "configuration".into(),
+            field: "auth.token_file".into(),
+            message: "is required".into(),
+        })?;
+        let token = load_secret("auth.token_file", token_path)?;
+        if token.expose_secret().len() < 16 {
+            return Err(ConfigError::Secret {
+                field: "auth.token_file".into(),
+                path: token_path.display().to_string(),
+                reason: "credential shorter than 16 characters".into(),
+            });
+        }
+        let db_password = cfg
+            .database
+            .password_file
+            .as_deref()
+            .map(|p| load_secret("database.password_file", p))
+            .transpose()?;
+        let migrate_password = cfg
+            .database
+            .migrate_password_file
+            .as_deref()
+            .map(|p| load_secret("database.migrate_password_file", p))
+            .transpose()?;
+        Ok(Secrets { token, db_password, migrate_password })
+    }
+}

