@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 const FILES: &[&str] = &[
+    "google/rpc/error_details.proto",
     "lychd/common/v1/common.proto",
     "lychd/dispatcher/v1/dispatcher.proto",
     "lychd/orchestrator/v1/orchestrator.proto",

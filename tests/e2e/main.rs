@@ -1,1 +1,19 @@
-mod placeholder {}
+//! End-to-end tests: the offices as real processes on a real PostgreSQL, driven over real gRPC
+//! and with the `grpcurl` operators use.
+
+mod devstack;
+mod offices;
+mod roles;
+mod shutdown;
+mod telemetry;
+
+use std::process::Output;
+
+/// Run grpcurl with `args`; returns its output.
+pub fn grpcurl(args: &[&str]) -> Output {
+    std::process::Command::new(lychd_testkit::grpcurl()).args(args).output().expect("run grpcurl")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

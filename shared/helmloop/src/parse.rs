@@ -594,3 +594,157 @@ impl Sink for TreeSink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canon::canonicalize_with;
+    use crate::canon::Omit;
+
+    /// Parses with both sinks and asserts they fail identically; returns the error.
+    fn err(input: &[u8], max_bytes: usize) -> C14nError {
+        let opts = ParseOptions { max_bytes };
+        let tree = parse_with(input, opts).expect_err("input must be refused");
+        let stream = canonicalize_with(input, opts, Omit::Nothing).expect_err("refused too");
+        assert_eq!(tree, stream, "tree and streaming parsers disagree");
+        tree
+    }
+
+    fn assert_code(input: &[u8], code: ErrorCode, offset: usize) {
+        let e = err(input, DEFAULT_MAX_BYTES);
+        assert_eq!((e.code(), e.offset()), (code, Some(offset)));
+        assert!(e.to_string().starts_with(code.as_str()));
+    }
+
+    #[test]
+    fn invalid_utf8() {
+        assert_code(b"[\"ok\", \"\xC3\x28\"]", ErrorCode::InvalidUtf8, 8);
+    }
+
+    #[test]
+    fn bom() {
+        assert_code(b"\xEF\xBB\xBF[]", ErrorCode::Bom, 0);
+        assert_code(b"\xFF\xFE[\x00]\x00", ErrorCode::Bom, 0);
+    }
+
+    #[test]
+    fn syntax() {
+        assert_code(b"[1,,2]", ErrorCode::Syntax, 3);
+        assert_code(b"NaN", ErrorCode::Syntax, 0);
+        assert_code(b"", ErrorCode::Syntax, 0);
+    }
+
+    #[test]
+    fn trailing_input() {
+        assert_code(b"{} []", ErrorCode::TrailingInput, 3);
+    }
+
+    #[test]
+    fn invalid_escape() {
+        assert_code(br#"{"k":"a\qb"}"#, ErrorCode::InvalidEscape, 7);
+        assert_code(br#""\u00""#, ErrorCode::InvalidEscape, 1);
+    }
+
+    #[test]
+    fn control_character() {
+        assert_code(b"[\"a\x07\"]", ErrorCode::ControlCharacter, 3);
+    }
+
+    #[test]
+    fn lone_surrogate() {
+        assert_code(br#"["\uDBFF"]"#, ErrorCode::LoneSurrogate, 2);
+        assert_code(br#""\uDC00\uD800""#, ErrorCode::LoneSurrogate, 1);
+    }
+
+    #[test]
+    fn not_nfc() {
+        assert_code(br#"{"a":"o\u0308"}"#, ErrorCode::NotNfc, 5);
+        assert_code("{\"o\u{308}\":1}".as_bytes(), ErrorCode::NotNfc, 1);
+    }
+
+    #[test]
+    fn duplicate_key() {
+        assert_code(br#"{"a":1,"b":2,"a":3}"#, ErrorCode::DuplicateKey, 13);
+        // Past the linear-scan limit the hash set path must agree.
+        let mut wide = String::from("{");
+        for i in 0..40 {
+            wide.push_str(&format!("\"k{i}\":{i},"));
+        }
+        let at = wide.len();
+        wide.push_str("\"k3\":0}");
+        assert_code(wide.as_bytes(), ErrorCode::DuplicateKey, at);
+    }
+
+    #[test]
+    fn non_integer_number() {
+        assert_code(b"[0, 2.0]", ErrorCode::NonIntegerNumber, 4);
+        assert_code(b"5e0", ErrorCode::NonIntegerNumber, 0);
+    }
+
+    #[test]
+    fn negative_zero() {
+        assert_code(b"[0,-0]", ErrorCode::NegativeZero, 3);
+    }
+
+    #[test]
+    fn unsafe_integer() {
+        assert_code(b"[9007199254740992]", ErrorCode::UnsafeInteger, 1);
+        assert_code(b"-99999999999999999999", ErrorCode::UnsafeInteger, 0);
+        assert_eq!(
+            parse(b"[9007199254740991,-9007199254740991]").unwrap(),
+            Value::Array(vec![Value::Int(MAX_SAFE_INTEGER), Value::Int(-MAX_SAFE_INTEGER)])
+        );
+    }
+
+    #[test]
+    fn depth_exceeded() {
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(ok.as_bytes()).is_ok());
+        let deep = "[".repeat(100_000);
+        assert_code(deep.as_bytes(), ErrorCode::DepthExceeded, MAX_DEPTH);
+    }
+
+    #[test]
+    fn too_large() {
+        let e = err(b"[1,2,3]", 6);
+        assert_eq!((e.code(), e.offset()), (ErrorCode::TooLarge, Some(6)));
+        assert!(parse_with(b"[1,2,3]", ParseOptions { max_bytes: 7 }).is_ok());
+    }
+
+    #[test]
+    fn every_code_has_a_distinct_name_and_round_trips() {
+        let mut names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        for c in ErrorCode::ALL {
+            assert!(c.as_str().starts_with("C14N_"));
+            assert_eq!(ErrorCode::from_code(c.as_str()), Some(c));
+        }
+    }
+
+    #[test]
+    fn messages_never_echo_input() {
+        let secret = "TOPSECRET";
+        let inputs = [
+            format!("{{\"{secret}\":1,\"{secret}\":2}}"),
+            format!("[\"{secret}\\q\"]"),
+            format!("{secret}"),
+            format!("[\"{secret}\"] {secret}"),
+            format!("[\"{secret}e\u{301}\"]"),
+        ];
+        for input in inputs {
+            let e = parse(input.as_bytes()).unwrap_err();
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains(secret), "message echoes input: {shown}");
+        }
+    }
+
+    #[test]
+    fn tree_members_are_sorted_and_values_decoded() {
+        let v = parse(br#"{"b":"\u00e9\n","a":[1,{"d":null,"c":true}]}"#).unwrap();
+        let m = v.as_object().unwrap();
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert_eq!(m.get("b").and_then(Value::as_str), Some("\u{e9}\n"));
+    }
+}

@@ -1,1 +1,336 @@
-//! x
+//! The executable HelmLoop v0.1 schema bundle (resolutions §B–§D).
+//!
+//! The bundle, the eight entry schemas and the portability receipt schema are
+//! compiled into the crate and validated with the `jsonschema` crate (JSON
+//! Schema 2020-12, formats asserted). No schema is ever fetched: the bundle is
+//! registered under its `$id`, so every `$ref` resolves offline.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::{Draft, Resource, Validator};
+use serde_json::Value as Json;
+
+/// `$id` of the bundle.
+pub const BUNDLE_ID: &str = "https://lychd.invalid/schemas/helmloop-v0.1.schema.json";
+/// Text of `schemas/helmloop-v0.1.schema.json`.
+pub const BUNDLE_JSON: &str = include_str!("../../../schemas/helmloop-v0.1.schema.json");
+/// Text of `schemas/portability-receipt.schema.json`.
+pub const PORTABILITY_RECEIPT_JSON: &str =
+    include_str!("../../../schemas/portability-receipt.schema.json");
+
+/// The eight normative record types (spec §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordType {
+    /// `OutcomeContractV1`
+    OutcomeContract,
+    /// `AuthorityGrantV1`
+    AuthorityGrant,
+    /// `ExecutionReceiptV1`
+    ExecutionReceipt,
+    /// `EvidenceRecordV1`
+    EvidenceRecord,
+    /// `AssuranceDecisionV1`
+    AssuranceDecision,
+    /// `PromotionDecisionV1`
+    PromotionDecision,
+    /// `ReconciliationRecordV1`
+    ReconciliationRecord,
+    /// `LearningSignalV1`
+    LearningSignal,
+}
+
+impl RecordType {
+    /// Every record type, in spec order.
+    pub const ALL: [RecordType; 8] = [
+        RecordType::OutcomeContract,
+        RecordType::AuthorityGrant,
+        RecordType::ExecutionReceipt,
+        RecordType::EvidenceRecord,
+        RecordType::AssuranceDecision,
+        RecordType::PromotionDecision,
+        RecordType::ReconciliationRecord,
+        RecordType::LearningSignal,
+    ];
+
+    /// The `recordType` string, e.g. `OutcomeContractV1`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecordType::OutcomeContract => "OutcomeContractV1",
+            RecordType::AuthorityGrant => "AuthorityGrantV1",
+            RecordType::ExecutionReceipt => "ExecutionReceiptV1",
+            RecordType::EvidenceRecord => "EvidenceRecordV1",
+            RecordType::AssuranceDecision => "AssuranceDecisionV1",
+            RecordType::PromotionDecision => "PromotionDecisionV1",
+            RecordType::ReconciliationRecord => "ReconciliationRecordV1",
+            RecordType::LearningSignal => "LearningSignalV1",
+        }
+    }
+
+    /// The record type named `s`.
+    pub fn from_name(s: &str) -> Option<RecordType> {
+        RecordType::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// File name of the entry schema in `schemas/`.
+    pub const fn entry_file(self) -> &'static str {
+        match self {
+            RecordType::OutcomeContract => "outcome-contract-v1.schema.json",
+            RecordType::AuthorityGrant => "authority-grant-v1.schema.json",
+            RecordType::ExecutionReceipt => "execution-receipt-v1.schema.json",
+            RecordType::EvidenceRecord => "evidence-record-v1.schema.json",
+            RecordType::AssuranceDecision => "assurance-decision-v1.schema.json",
+            RecordType::PromotionDecision => "promotion-decision-v1.schema.json",
+            RecordType::ReconciliationRecord => "reconciliation-record-v1.schema.json",
+            RecordType::LearningSignal => "learning-signal-v1.schema.json",
+        }
+    }
+
+    /// Text of the entry schema.
+    pub const fn entry_json(self) -> &'static str {
+        match self {
+            RecordType::OutcomeContract => {
+                include_str!("../../../schemas/outcome-contract-v1.schema.json")
+            }
+            RecordType::AuthorityGrant => {
+                include_str!("../../../schemas/authority-grant-v1.schema.json")
+            }
+            RecordType::ExecutionReceipt => {
+                include_str!("../../../schemas/execution-receipt-v1.schema.json")
+            }
+            RecordType::EvidenceRecord => {
+                include_str!("../../../schemas/evidence-record-v1.schema.json")
+            }
+            RecordType::AssuranceDecision => {
+                include_str!("../../../schemas/assurance-decision-v1.schema.json")
+            }
+            RecordType::PromotionDecision => {
+                include_str!("../../../schemas/promotion-decision-v1.schema.json")
+            }
+            RecordType::ReconciliationRecord => {
+                include_str!("../../../schemas/reconciliation-record-v1.schema.json")
+            }
+            RecordType::LearningSignal => {
+                include_str!("../../../schemas/learning-signal-v1.schema.json")
+            }
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for RecordType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A shape the schemas can check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// One record, through its entry schema.
+    Record(RecordType),
+    /// Any of the eight records, selected by `recordType` (`$defs/AnyRecord`).
+    AnyRecord,
+    /// `$defs/EvaluationContext`.
+    EvaluationContext,
+    /// `$defs/EvaluationInput`.
+    EvaluationInput,
+    /// `$defs/ReductionResult`.
+    ReductionResult,
+    /// `portability-receipt.schema.json`.
+    PortabilityReceipt,
+}
+
+/// One schema violation. Messages are fixed per keyword and never echo
+/// instance values; `instance_path` is a JSON Pointer (for unknown and
+/// missing properties it names the property itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaIssue {
+    /// JSON Pointer into the validated instance.
+    pub instance_path: String,
+    /// The failing keyword (`additionalProperties`, `required`, `type`...).
+    pub keyword: String,
+    /// JSON Pointer into the schema (through `$ref`s).
+    pub schema_path: String,
+    /// Fixed description of the failure.
+    pub message: String,
+}
+
+struct Compiled {
+    records: Vec<Validator>,
+    any_record: Validator,
+    context: Validator,
+    input: Validator,
+    result: Validator,
+    portability: Validator,
+}
+
+fn parse_embedded(text: &str, what: &str) -> Result<Json, String> {
+    serde_json::from_str(text).map_err(|e| format!("embedded {what} is not json: {e}"))
+}
+
+fn compile() -> Result<Compiled, String> {
+    let bundle = parse_embedded(BUNDLE_JSON, "schema bundle")?;
+    let options = || -> Result<jsonschema::ValidationOptions, String> {
+        let resource = Resource::from_contents(bundle.clone())
+            .map_err(|e| format!("schema bundle is not a resource: {e}"))?;
+        Ok(jsonschema::options()
+            .with_draft(Draft::Draft202012)
+            .should_validate_formats(true)
+            .with_resource(BUNDLE_ID, resource))
+    };
+    let build = |schema: &Json, what: &str| -> Result<Validator, String> {
+        options()?
+            .build(schema)
+            .map_err(|e| format!("{what} does not compile: {e}"))
+    };
+    let def = |name: &str| -> Result<Validator, String> {
+        let schema = serde_json::json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$ref": format!("{BUNDLE_ID}#/$defs/{name}"),
+        });
+        build(&schema, name)
+    };
+    let mut records = Vec::with_capacity(8);
+    for t in RecordType::ALL {
+        let entry = parse_embedded(t.entry_json(), t.entry_file())?;
+        records.push(build(&entry, t.entry_file())?);
+    }
+    let portability = parse_embedded(PORTABILITY_RECEIPT_JSON, "portability receipt schema")?;
+    Ok(Compiled {
+        records,
+        any_record: def("AnyRecord")?,
+        context: def("EvaluationContext")?,
+        input: def("EvaluationInput")?,
+        result: def("ReductionResult")?,
+        portability: build(&portability, "portability receipt schema")?,
+    })
+}
+
+fn compiled() -> Result<&'static Compiled, &'static str> {
+    static COMPILED: OnceLock<Result<Compiled, String>> = OnceLock::new();
+    COMPILED.get_or_init(compile).as_ref().map_err(String::as_str)
+}
+
+/// Compiles every embedded schema; an error names the schema that failed.
+/// (The embedded schemas are tested to compile, so this is a self-check.)
+pub fn self_check() -> Result<(), String> {
+    compiled().map(|_| ()).map_err(str::to_owned)
+}
+
+/// Validates `instance` against `shape`; an empty list means valid.
+pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
+    let c = match compiled() {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![SchemaIssue {
+                instance_path: String::new(),
+                keyword: "$schema".to_owned(),
+                schema_path: String::new(),
+                message: format!("schema bundle unavailable: {e}"),
+            }];
+        }
+    };
+    let validator = match shape {
+        Shape::Record(t) => &c.records[t.index()],
+        Shape::AnyRecord => &c.any_record,
+        Shape::EvaluationContext => &c.context,
+        Shape::EvaluationInput => &c.input,
+        Shape::ReductionResult => &c.result,
+        Shape::PortabilityReceipt => &c.portability,
+    };
+    let mut issues = Vec::new();
+    for e in validator.iter_errors(instance) {
+        let path = e.instance_path.as_str().to_owned();
+        let schema_path = e.schema_path.as_str().to_owned();
+        let keyword = schema_path
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        match &e.kind {
+            ValidationErrorKind::AdditionalProperties { unexpected }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+                for name in unexpected {
+                    issues.push(SchemaIssue {
+                        instance_path: join_pointer(&path, name),
+                        keyword: keyword.clone(),
+                        schema_path: schema_path.clone(),
+                        message: "unknown property".to_owned(),
+                    });
+                }
+            }
+            ValidationErrorKind::Required { property } => {
+                let name = property.as_str().unwrap_or_default();
+                issues.push(SchemaIssue {
+                    instance_path: join_pointer(&path, name),
+                    keyword,
+                    schema_path,
+                    message: "missing required property".to_owned(),
+                });
+            }
+            kind => issues.push(SchemaIssue {
+                instance_path: path,
+                message: describe(kind),
+                keyword,
+                schema_path,
+            }),
+        }
+    }
+    issues
+}
+
+fn join_pointer(base: &str, name: &str) -> String {
+    let mut s = String::with_capacity(base.len() + name.len() + 1);
+    s.push_str(base);
+    s.push('/');
+    for c in name.chars() {
+        match c {
+            '~' => s.push_str("~0"),
+            '/' => s.push_str("~1"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// A fixed description of a failure kind; schema-side constants only, never
+/// instance content.
+fn describe(kind: &ValidationErrorKind) -> String {
+    use ValidationErrorKind as K;
+    match kind {
+        K::Type { kind } => format!("wrong type, expected {}", type_name(kind)),
+        K::Constant { .. } => "value is not the required constant".to_owned(),
+        K::Enum { .. } => "value is not one of the allowed values".to_owned(),
+        K::Pattern { .. } => "string does not match the required pattern".to_owned(),
+        K::Format { format } => format!("string is not a valid {format}"),
+        K::MinLength { limit } => format!("string shorter than {limit}"),
+        K::MaxLength { limit } => format!("string longer than {limit}"),
+        K::MinItems { limit } => format!("fewer than {limit} items"),
+        K::MaxItems { limit } => format!("more than {limit} items"),
+        K::UniqueItems => "items are not unique".to_owned(),
+        K::Minimum { .. } | K::ExclusiveMinimum { .. } => "number below the minimum".to_owned(),
+        K::Maximum { .. } | K::ExclusiveMaximum { .. } => "number above the maximum".to_owned(),
+        K::Not { .. } => "value matches a forbidden shape".to_owned(),
+        K::FalseSchema => "no value is allowed here".to_owned(),
+        K::AnyOf { .. } => "value matches none of the allowed shapes".to_owned(),
+        K::OneOfNotValid { .. } => "value matches none of the allowed shapes".to_owned(),
+        K::OneOfMultipleValid { .. } => "value matches more than one exclusive shape".to_owned(),
+        _ => "value fails the schema".to_owned(),
+    }
+}
+
+fn type_name(kind: &jsonschema::error::TypeKind) -> String {
+    match kind {
+        jsonschema::error::TypeKind::Single(t) => t.to_string(),
+        jsonschema::error::TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}

@@ -1,1 +1,65 @@
-fn main() {}
+//! `lychd`: the operator tool. `lychd dev` brings the whole system up on one machine —
+//! PostgreSQL from the machine's binaries, roles and migrations for every office, the five
+//! offices as supervised child processes on loopback — and stops it all on Ctrl-C.
+
+mod dev;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "LychD operator tool")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the whole stack locally until Ctrl-C.
+    Dev(DevArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DevArgs {
+    /// Throwaway PostgreSQL in a temporary directory, removed at exit.
+    #[arg(long)]
+    pub ephemeral: bool,
+    /// State directory (PostgreSQL data, configs, logs, credential, endpoints.json).
+    #[arg(long, default_value = ".lychd")]
+    pub state_dir: PathBuf,
+    /// First office port; offices take consecutive ports from here (a busy one is replaced by a free one).
+    #[arg(long, default_value_t = 50051)]
+    pub base_port: u16,
+    /// PostgreSQL port (0: a free port).
+    #[arg(long, default_value_t = 0)]
+    pub pg_port: u16,
+    /// Do not rebuild the office binaries even when run through cargo.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lychd: cannot start async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Dev(args) => dev::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lychd: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

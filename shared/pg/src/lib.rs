@@ -66,11 +66,14 @@ impl Binaries {
     }
 
     fn command(&self, name: &str, run_as: Option<RunAs>) -> Command {
+        use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(self.dir.join(name));
         if let Some(user) = run_as {
-            use std::os::unix::process::CommandExt;
             cmd.uid(user.uid).gid(user.gid);
         }
+        // Own process group: a terminal's Ctrl-C reaches the supervisor, which stops the
+        // server in order, instead of reaching the postmaster directly.
+        cmd.process_group(0);
         cmd.env_remove("PGDATA").env("LC_ALL", "C");
         cmd
     }

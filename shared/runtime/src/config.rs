@@ -183,9 +183,6 @@ impl OfficeConfig {
                 return Err(bad(&format!("peers.{name}.endpoint"), "must be an http:// or https:// URL"));
             }
         }
-        if self.auth.token_file.is_none() {
-            return Err(bad("auth.token_file", "is required: every RPC but health and reflection is authenticated"));
-        }
         Ok(())
     }
 
@@ -315,7 +312,7 @@ impl Secrets {
         let token_path = cfg.auth.token_file.as_deref().ok_or_else(|| ConfigError::Invalid {
             origin: "configuration".into(),
             field: "auth.token_file".into(),
-            message: "is required".into(),
+            message: "is required: every RPC but health and reflection is authenticated".into(),
         })?;
         let token = load_secret("auth.token_file", token_path)?;
         if token.expose_secret().len() < 16 {

@@ -15,6 +15,9 @@ use crate::server::ServeContext;
 // used as the codec types for calling any peer's `Describe`.
 use lychd_proto::ward::v1::{DescribeRequest, DescribeResponse};
 
+/// How long one peer gets to answer `Describe`.
+const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub async fn describe(ctx: &ServeContext, include_peers: bool) -> Result<OfficeDescription, Status> {
     let schema_version = crate::db::schema_version(&ctx.pool).await.map_err(|e| {
         tracing::error!(error = %e, "schema version query failed");
@@ -36,10 +39,12 @@ pub async fn describe(ctx: &ServeContext, include_peers: bool) -> Result<OfficeD
 
 #[tracing::instrument(skip(ctx, endpoint), fields(peer = %name))]
 async fn describe_peer(ctx: &ServeContext, name: &str, endpoint: &str) -> PeerDescription {
-    let (state, detail) = match call_describe(ctx, name, endpoint).await {
+    let call = tokio::time::timeout(PEER_TIMEOUT, call_describe(ctx, name, endpoint));
+    let result = call.await.unwrap_or_else(|_| Err(Status::deadline_exceeded("peer did not answer in time")));
+    let (state, detail) = match result {
         Ok(desc) if desc.office == name => (ServingState::Serving, String::new()),
         Ok(_) => (ServingState::Unreachable, "answered as another office".to_owned()),
-        Err(status) if status.code() == tonic::Code::Unavailable => {
+        Err(status) if matches!(status.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded) => {
             (ServingState::Unreachable, format!("{:?}", status.code()))
         }
         Err(status) => (ServingState::NotServing, format!("{:?}", status.code())),

@@ -17,7 +17,7 @@ use tonic::transport::Server;
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::Office;
 use crate::auth::Authenticator;
@@ -91,7 +91,11 @@ pub async fn serve(
 
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(TraceLayer::new_for_grpc().make_span_with(crate::telemetry::request_span))
+        .layer(
+            TraceLayer::new_for_grpc()
+                .make_span_with(crate::telemetry::request_span)
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::INFO)),
+        )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(GlobalConcurrencyLimitLayer::new(cfg.server.concurrency_limit));
 

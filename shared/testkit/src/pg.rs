@@ -170,6 +170,11 @@ pub async fn test_db() -> TestDb {
         .execute(&mut admin)
         .await
         .expect("create test database from template");
+    // Database-level privileges are not copied from a template: close those doors again.
+    sqlx::raw_sql(&lychd_runtime::db::provision_database_sql(&name))
+        .execute(&mut admin)
+        .await
+        .expect("database privileges");
     TestDb { host: s.host.clone(), port: s.port, name, admin_url: s.admin_url.clone() }
 }
 

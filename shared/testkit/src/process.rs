@@ -74,6 +74,7 @@ pub struct Sandbox {
 pub struct SandboxBuilder {
     offices: Vec<Office>,
     peers: Vec<(Office, Office)>,
+    peer_endpoints: Vec<(Office, Office, String)>,
     otlp_endpoint: Option<String>,
     grace_ms: Option<u64>,
     unmigrated: bool,
@@ -120,6 +121,12 @@ impl SandboxBuilder {
         self
     }
 
+    /// `from` is configured to call `to` at `endpoint` (e.g. a stand-in that never answers).
+    pub fn peer_endpoint(mut self, from: Office, to: Office, endpoint: impl Into<String>) -> Self {
+        self.peer_endpoints.push((from, to, endpoint.into()));
+        self
+    }
+
     pub fn otlp_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.otlp_endpoint = Some(endpoint.into());
         self
@@ -146,11 +153,12 @@ impl SandboxBuilder {
             self.offices.iter().map(|o| (*o, lychd_pg::free_port().expect("free port"))).collect();
         let mut offices = BTreeMap::new();
         for office in &self.offices {
-            let peers: Vec<(Office, u16)> = self
+            let peers: Vec<(Office, String)> = self
                 .peers
                 .iter()
                 .filter(|(from, _)| from == office)
-                .map(|(_, to)| (*to, ports[to]))
+                .map(|(_, to)| (*to, format!("http://127.0.0.1:{}", ports[to])))
+                .chain(self.peer_endpoints.iter().filter(|(from, _, _)| from == office).map(|(_, to, e)| (*to, e.clone())))
                 .collect();
             let config = write_config(dir.path(), *office, ports[office], &db, &token_file, &peers, &self);
             if self.unmigrated {
@@ -173,7 +181,7 @@ fn write_config(
     port: u16,
     db: &TestDb,
     token_file: &Path,
-    peers: &[(Office, u16)],
+    peers: &[(Office, String)],
     b: &SandboxBuilder,
 ) -> PathBuf {
     let mut toml = format!(
@@ -183,8 +191,8 @@ fn write_config(
         db.owner_url(office),
         token_file.display()
     );
-    for (peer, peer_port) in peers {
-        toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"http://127.0.0.1:{peer_port}\"\n"));
+    for (peer, endpoint) in peers {
+        toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"{endpoint}\"\n"));
     }
     let path = dir.join(format!("{office}.toml"));
     std::fs::write(&path, toml).expect("write office config");

@@ -1,0 +1,92 @@
+//! Graceful shutdown of a real office process: SIGTERM → health NOT_SERVING → the in-flight
+//! call completes → exit 0 within the grace period; a second signal exits at once.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use lychd_runtime::Office;
+use lychd_testkit::Sandbox;
+use nix::sys::signal::Signal;
+use tokio::net::TcpListener;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+/// A peer that accepts TCP connections and never answers: a Describe with peers stays in
+/// flight for the peer timeout (2 s).
+async fn silent_peer() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    (listener, endpoint)
+}
+
+fn ward_client(sandbox: &Sandbox) -> lychd_proto::ward::v1::ward_client::WardClient<lychd_runtime::client::PeerChannel> {
+    let outgoing =
+        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone())).expect("token");
+    let channel = lychd_runtime::client::peer_channel(&sandbox.office(Office::Ward).endpoint(), outgoing).expect("channel");
+    lychd_proto::ward::v1::ward_client::WardClient::new(channel)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_drains_in_flight_call_and_exits_zero() {
+    let (_silent, endpoint) = silent_peer().await;
+    let mut sandbox = Sandbox::builder()
+        .office(Office::Ward)
+        .peer_endpoint(Office::Ward, Office::Archive, endpoint)
+        .shutdown_grace_ms(8_000)
+        .start()
+        .await;
+    let channel = tonic::transport::Endpoint::from_shared(sandbox.office(Office::Ward).endpoint())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut watch = HealthClient::new(channel)
+        .watch(HealthCheckRequest { service: "lychd.ward.v1.Ward".into() })
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = watch.next().await.expect("first status").expect("ok");
+    assert_eq!(first.status, 1, "SERVING before the signal");
+
+    let mut client = ward_client(&sandbox);
+    let in_flight = tokio::spawn(async move {
+        client.describe(lychd_proto::ward::v1::DescribeRequest { include_peers: true }).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let signalled = Instant::now();
+    sandbox.office(Office::Ward).signal(Signal::SIGTERM);
+
+    let next = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.expect("health changes");
+    assert_eq!(next.expect("status").expect("ok").status, 2, "NOT_SERVING after SIGTERM");
+
+    let answer = in_flight.await.expect("join").expect("in-flight call completes");
+    let office = answer.into_inner().office.expect("office");
+    assert_eq!(office.peers.len(), 1);
+    assert_eq!(office.peers[0].state, lychd_proto::common::v1::ServingState::Unreachable as i32);
+
+    let status = sandbox.office_mut(Office::Ward).wait_exit(Duration::from_secs(8)).await.expect("exits within grace");
+    assert!(status.success(), "exit status {status}");
+    assert!(signalled.elapsed() < Duration::from_secs(8));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn second_signal_exits_at_once() {
+    let (_silent, endpoint) = silent_peer().await;
+    let mut sandbox = Sandbox::builder()
+        .office(Office::Ward)
+        .peer_endpoint(Office::Ward, Office::Archive, endpoint)
+        .shutdown_grace_ms(30_000)
+        .start()
+        .await;
+    let mut client = ward_client(&sandbox);
+    let in_flight = tokio::spawn(async move {
+        client.describe(lychd_proto::ward::v1::DescribeRequest { include_peers: true }).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sandbox.office(Office::Ward).signal(Signal::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sandbox.office(Office::Ward).signal(Signal::SIGINT);
+    let status = sandbox.office_mut(Office::Ward).wait_exit(Duration::from_secs(1)).await.expect("exits at once");
+    assert_eq!(status.code(), Some(130));
+    let _ = in_flight.await;
+}
