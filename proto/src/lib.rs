@@ -4,7 +4,8 @@
 //! Invariant: this crate is generated code plus re-exports only; no behaviour lives here.
 
 /// Encoded `FileDescriptorSet` of all `lychd.*` packages (for reflection).
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lychd_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/lychd_descriptor.bin"));
 
 pub mod common {
     pub mod v1 {

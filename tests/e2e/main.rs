@@ -11,7 +11,10 @@ use std::process::Output;
 
 /// Run grpcurl with `args`; returns its output.
 pub fn grpcurl(args: &[&str]) -> Output {
-    std::process::Command::new(lychd_testkit::grpcurl()).args(args).output().expect("run grpcurl")
+    std::process::Command::new(lychd_testkit::grpcurl())
+        .args(args)
+        .output()
+        .expect("run grpcurl")
 }
 
 pub fn text(bytes: &[u8]) -> String {

@@ -19,10 +19,15 @@ async fn silent_peer() -> (TcpListener, String) {
     (listener, endpoint)
 }
 
-fn ward_client(sandbox: &Sandbox) -> lychd_proto::ward::v1::ward_client::WardClient<lychd_runtime::client::PeerChannel> {
+fn ward_client(
+    sandbox: &Sandbox,
+) -> lychd_proto::ward::v1::ward_client::WardClient<lychd_runtime::client::PeerChannel> {
     let outgoing =
-        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone())).expect("token");
-    let channel = lychd_runtime::client::peer_channel(&sandbox.office(Office::Ward).endpoint(), outgoing).expect("channel");
+        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone()))
+            .expect("token");
+    let channel =
+        lychd_runtime::client::peer_channel(&sandbox.office(Office::Ward).endpoint(), outgoing)
+            .expect("channel");
     lychd_proto::ward::v1::ward_client::WardClient::new(channel)
 }
 
@@ -41,7 +46,9 @@ async fn sigterm_drains_in_flight_call_and_exits_zero() {
         .await
         .expect("connect");
     let mut watch = HealthClient::new(channel)
-        .watch(HealthCheckRequest { service: "lychd.ward.v1.Ward".into() })
+        .watch(HealthCheckRequest {
+            service: "lychd.ward.v1.Ward".into(),
+        })
         .await
         .expect("watch")
         .into_inner();
@@ -50,21 +57,41 @@ async fn sigterm_drains_in_flight_call_and_exits_zero() {
 
     let mut client = ward_client(&sandbox);
     let in_flight = tokio::spawn(async move {
-        client.describe(lychd_proto::ward::v1::DescribeRequest { include_peers: true }).await
+        client
+            .describe(lychd_proto::ward::v1::DescribeRequest {
+                include_peers: true,
+            })
+            .await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let signalled = Instant::now();
     sandbox.office(Office::Ward).signal(Signal::SIGTERM);
 
-    let next = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.expect("health changes");
-    assert_eq!(next.expect("status").expect("ok").status, 2, "NOT_SERVING after SIGTERM");
+    let next = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .expect("health changes");
+    assert_eq!(
+        next.expect("status").expect("ok").status,
+        2,
+        "NOT_SERVING after SIGTERM"
+    );
 
-    let answer = in_flight.await.expect("join").expect("in-flight call completes");
+    let answer = in_flight
+        .await
+        .expect("join")
+        .expect("in-flight call completes");
     let office = answer.into_inner().office.expect("office");
     assert_eq!(office.peers.len(), 1);
-    assert_eq!(office.peers[0].state, lychd_proto::common::v1::ServingState::Unreachable as i32);
+    assert_eq!(
+        office.peers[0].state,
+        lychd_proto::common::v1::ServingState::Unreachable as i32
+    );
 
-    let status = sandbox.office_mut(Office::Ward).wait_exit(Duration::from_secs(8)).await.expect("exits within grace");
+    let status = sandbox
+        .office_mut(Office::Ward)
+        .wait_exit(Duration::from_secs(8))
+        .await
+        .expect("exits within grace");
     assert!(status.success(), "exit status {status}");
     assert!(signalled.elapsed() < Duration::from_secs(8));
 }
@@ -80,13 +107,21 @@ async fn second_signal_exits_at_once() {
         .await;
     let mut client = ward_client(&sandbox);
     let in_flight = tokio::spawn(async move {
-        client.describe(lychd_proto::ward::v1::DescribeRequest { include_peers: true }).await
+        client
+            .describe(lychd_proto::ward::v1::DescribeRequest {
+                include_peers: true,
+            })
+            .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     sandbox.office(Office::Ward).signal(Signal::SIGTERM);
     tokio::time::sleep(Duration::from_millis(200)).await;
     sandbox.office(Office::Ward).signal(Signal::SIGINT);
-    let status = sandbox.office_mut(Office::Ward).wait_exit(Duration::from_secs(1)).await.expect("exits at once");
+    let status = sandbox
+        .office_mut(Office::Ward)
+        .wait_exit(Duration::from_secs(1))
+        .await
+        .expect("exits at once");
     assert_eq!(status.code(), Some(130));
     let _ = in_flight.await;
 }

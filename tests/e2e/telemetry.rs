@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use lychd_runtime::Office;
 use lychd_testkit::Sandbox;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use tokio::net::TcpListener;
 
@@ -43,7 +47,9 @@ impl TraceService for Collector {
                 }
             }
         }
-        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
     }
 }
 
@@ -54,7 +60,9 @@ async fn spans_are_exported_and_one_trace_spans_two_offices() {
     let collector = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(Collector { spans: spans.clone() }))
+            .add_service(TraceServiceServer::new(Collector {
+                spans: spans.clone(),
+            }))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
 
@@ -66,16 +74,26 @@ async fn spans_are_exported_and_one_trace_spans_two_offices() {
         .start()
         .await;
     let outgoing =
-        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone())).expect("token");
-    let channel =
-        lychd_runtime::client::peer_channel(&sandbox.office(Office::Dispatcher).endpoint(), outgoing).expect("channel");
+        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone()))
+            .expect("token");
+    let channel = lychd_runtime::client::peer_channel(
+        &sandbox.office(Office::Dispatcher).endpoint(),
+        outgoing,
+    )
+    .expect("channel");
     let mut client = lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient::new(channel);
     let answer = client
-        .describe(lychd_proto::dispatcher::v1::DescribeRequest { include_peers: true })
+        .describe(lychd_proto::dispatcher::v1::DescribeRequest {
+            include_peers: true,
+        })
         .await
         .expect("describe");
     let peers = answer.into_inner().office.expect("office").peers;
-    assert_eq!(peers[0].state, lychd_proto::common::v1::ServingState::Serving as i32, "{peers:?}");
+    assert_eq!(
+        peers[0].state,
+        lychd_proto::common::v1::ServingState::Serving as i32,
+        "{peers:?}"
+    );
 
     // Stopping flushes each office's exporter.
     sandbox.stop().await;
@@ -98,7 +116,12 @@ async fn spans_are_exported_and_one_trace_spans_two_offices() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "no ward span sharing a trace id with a dispatcher span; got {:?}",
-            spans.lock().expect("lock").iter().map(|(s, t, n)| (s.clone(), hex(t), n.clone())).collect::<Vec<_>>()
+            spans
+                .lock()
+                .expect("lock")
+                .iter()
+                .map(|(s, t, n)| (s.clone(), hex(t), n.clone()))
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -16,5 +16,9 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 pub const OFFICE: Office = Office::HelmLoop;
 
 pub fn spec() -> OfficeSpec {
-    OfficeSpec { office: OFFICE, migrator: &MIGRATOR, add_routes: grpc::add_routes }
+    OfficeSpec {
+        office: OFFICE,
+        migrator: &MIGRATOR,
+        add_routes: grpc::add_routes,
+    }
 }

@@ -13,9 +13,15 @@ pub struct WardService {
 
 #[tonic::async_trait]
 impl Ward for WardService {
-    async fn describe(&self, request: Request<DescribeRequest>) -> Result<Response<DescribeResponse>, Status> {
-        let office = lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
-        Ok(Response::new(DescribeResponse { office: Some(office) }))
+    async fn describe(
+        &self,
+        request: Request<DescribeRequest>,
+    ) -> Result<Response<DescribeResponse>, Status> {
+        let office =
+            lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
+        Ok(Response::new(DescribeResponse {
+            office: Some(office),
+        }))
     }
 }
 

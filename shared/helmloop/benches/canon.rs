@@ -25,9 +25,27 @@ impl Lcg {
 }
 
 const WORDS: &[&str] = &[
-    "deploy", "ledger", "reconcile", "provider", "évaluation", "café", "naïve", "outcome",
-    "authority", "grant", "revision", "北京", "データ", "Zürich", "evidence", "policy", "🚀",
-    "quote\\\"d", "line\\nbreak", "tab\\there", "slash/ok",
+    "deploy",
+    "ledger",
+    "reconcile",
+    "provider",
+    "évaluation",
+    "café",
+    "naïve",
+    "outcome",
+    "authority",
+    "grant",
+    "revision",
+    "北京",
+    "データ",
+    "Zürich",
+    "evidence",
+    "policy",
+    "🚀",
+    "quote\\\"d",
+    "line\\nbreak",
+    "tab\\there",
+    "slash/ok",
 ];
 
 fn sentence(rng: &mut Lcg, words: usize) -> String {
@@ -124,7 +142,10 @@ fn measure(name: &str, input: &str, iterations: u32) -> (f64, f64) {
     let ours_bytes = lychd_helmloop::canonicalize(input.as_bytes()).expect("valid");
     let v: serde_json::Value = serde_json::from_str(input).expect("json");
     let theirs = serde_json_canonicalizer::to_vec(&v).expect("canonical");
-    assert_eq!(ours_bytes, theirs, "{name}: canonical bytes differ from RFC 8785");
+    assert_eq!(
+        ours_bytes, theirs,
+        "{name}: canonical bytes differ from RFC 8785"
+    );
     for _ in 0..iterations / 10 + 1 {
         black_box(ours(black_box(input.as_bytes())));
         black_box(baseline(black_box(input)));

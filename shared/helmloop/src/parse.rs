@@ -451,8 +451,8 @@ fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14n
                     if bytes.get(i + 6..i + 8) != Some(b"\\u") {
                         return Err(lone);
                     }
-                    let low = hex4(bytes, i + 8)
-                        .ok_or(C14nError::at(ErrorCode::InvalidEscape, i + 6))?;
+                    let low =
+                        hex4(bytes, i + 8).ok_or(C14nError::at(ErrorCode::InvalidEscape, i + 6))?;
                     if !(0xDC00..=0xDFFF).contains(&low) {
                         return Err(lone);
                     }
@@ -523,8 +523,10 @@ impl KeyTracker {
             self.buf.push_str(k);
             self.spans.push((a, self.buf.len()));
         } else {
-            let mut set: HashSet<Box<str>> =
-                existing.iter().map(|&(a, b)| self.buf[a..b].into()).collect();
+            let mut set: HashSet<Box<str>> = existing
+                .iter()
+                .map(|&(a, b)| self.buf[a..b].into())
+                .collect();
             set.insert(k.into());
             frame.set = Some(set);
         }
@@ -598,8 +600,8 @@ impl Sink for TreeSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canon::canonicalize_with;
     use crate::canon::Omit;
+    use crate::canon::canonicalize_with;
 
     /// Parses with both sinks and asserts they fail identically; returns the error.
     fn err(input: &[u8], max_bytes: usize) -> C14nError {
@@ -692,7 +694,10 @@ mod tests {
         assert_code(b"-99999999999999999999", ErrorCode::UnsafeInteger, 0);
         assert_eq!(
             parse(b"[9007199254740991,-9007199254740991]").unwrap(),
-            Value::Array(vec![Value::Int(MAX_SAFE_INTEGER), Value::Int(-MAX_SAFE_INTEGER)])
+            Value::Array(vec![
+                Value::Int(MAX_SAFE_INTEGER),
+                Value::Int(-MAX_SAFE_INTEGER)
+            ])
         );
     }
 
@@ -729,7 +734,7 @@ mod tests {
         let inputs = [
             format!("{{\"{secret}\":1,\"{secret}\":2}}"),
             format!("[\"{secret}\\q\"]"),
-            format!("{secret}"),
+            secret.to_string(),
             format!("[\"{secret}\"] {secret}"),
             format!("[\"{secret}e\u{301}\"]"),
         ];

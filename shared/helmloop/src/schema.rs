@@ -213,7 +213,10 @@ fn compile() -> Result<Compiled, String> {
 
 fn compiled() -> Result<&'static Compiled, &'static str> {
     static COMPILED: OnceLock<Result<Compiled, String>> = OnceLock::new();
-    COMPILED.get_or_init(compile).as_ref().map_err(String::as_str)
+    COMPILED
+        .get_or_init(compile)
+        .as_ref()
+        .map_err(String::as_str)
 }
 
 /// Compiles every embedded schema; an error names the schema that failed.

@@ -362,7 +362,10 @@ mod tests {
         let cases = [
             (serde_json::json!(1.5), ErrorCode::NonIntegerNumber),
             (serde_json::json!(-0.0), ErrorCode::NegativeZero),
-            (serde_json::json!(9007199254740992_i64), ErrorCode::UnsafeInteger),
+            (
+                serde_json::json!(9007199254740992_i64),
+                ErrorCode::UnsafeInteger,
+            ),
             (serde_json::json!(u64::MAX), ErrorCode::UnsafeInteger),
             (serde_json::json!("e\u{301}"), ErrorCode::NotNfc),
             (serde_json::json!({"e\u{301}": 1}), ErrorCode::NotNfc),

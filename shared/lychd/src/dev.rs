@@ -25,19 +25,36 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(dev_dir.join("endpoints.json"));
 
     // PostgreSQL: persisted under <state>/pg, or a throwaway one.
-    let ephemeral_dir = if args.ephemeral { Some(tempfile_dir()?) } else { None };
+    let ephemeral_dir = if args.ephemeral {
+        Some(tempfile_dir()?)
+    } else {
+        None
+    };
     let pg_base = ephemeral_dir.clone().unwrap_or_else(|| state.join("pg"));
     let cluster = lychd_pg::Cluster::new(&pg_base).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let durability = if args.ephemeral { lychd_pg::Durability::Throwaway } else { lychd_pg::Durability::Durable };
+    let durability = if args.ephemeral {
+        lychd_pg::Durability::Throwaway
+    } else {
+        lychd_pg::Durability::Durable
+    };
     let pg_port = match cluster.running_port() {
         Some(port) => {
-            println!("postgres  already running on 127.0.0.1:{port} ({})", pg_base.display());
+            println!(
+                "postgres  already running on 127.0.0.1:{port} ({})",
+                pg_base.display()
+            );
             port
         }
         None => {
             cluster.init().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let port = if args.pg_port == 0 { lychd_pg::free_port()? } else { args.pg_port };
-            cluster.start(port, durability).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let port = if args.pg_port == 0 {
+                lychd_pg::free_port()?
+            } else {
+                args.pg_port
+            };
+            cluster
+                .start(port, durability)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("postgres  127.0.0.1:{port}  ({})", pg_base.display());
             port
         }
@@ -53,15 +70,26 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     result
 }
 
-async fn run_offices(args: &DevArgs, bin_dir: &Path, dev_dir: &Path, pg_port: u16) -> anyhow::Result<()> {
-    lychd_pg::provision(pg_port, DATABASE).await.map_err(|e| anyhow::anyhow!("provisioning: {e}"))?;
+async fn run_offices(
+    args: &DevArgs,
+    bin_dir: &Path,
+    dev_dir: &Path,
+    pg_port: u16,
+) -> anyhow::Result<()> {
+    lychd_pg::provision(pg_port, DATABASE)
+        .await
+        .map_err(|e| anyhow::anyhow!("provisioning: {e}"))?;
     let token_file = dev_dir.join("operator.token");
     ensure_token(&token_file)?;
 
     let mut ports = BTreeMap::new();
     for (i, office) in Office::ALL.into_iter().enumerate() {
         let wanted = args.base_port.saturating_add(i as u16);
-        let port = if std::net::TcpListener::bind(("127.0.0.1", wanted)).is_ok() { wanted } else { lychd_pg::free_port()? };
+        let port = if std::net::TcpListener::bind(("127.0.0.1", wanted)).is_ok() {
+            wanted
+        } else {
+            lychd_pg::free_port()?
+        };
         ports.insert(office, port);
     }
     let mut offices = Vec::new();
@@ -69,12 +97,27 @@ async fn run_offices(args: &DevArgs, bin_dir: &Path, dev_dir: &Path, pg_port: u1
         let config = dev_dir.join("config").join(format!("{office}.toml"));
         std::fs::write(&config, office_config(office, &ports, pg_port, &token_file))?;
         let binary = bin_dir.join(office.binary());
-        let out = Command::new(&binary).arg("--config").arg(&config).arg("migrate").output().await?;
+        let out = Command::new(&binary)
+            .arg("--config")
+            .arg(&config)
+            .arg("migrate")
+            .output()
+            .await?;
         if !out.status.success() {
-            bail!("{} migrate failed: {}", office, String::from_utf8_lossy(&out.stderr).trim());
+            bail!(
+                "{} migrate failed: {}",
+                office,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
         }
         print!("{}", String::from_utf8_lossy(&out.stdout));
-        offices.push(Supervised::new(office, binary, config, dev_dir.join("logs").join(format!("{office}.log")), ports[&office]));
+        offices.push(Supervised::new(
+            office,
+            binary,
+            config,
+            dev_dir.join("logs").join(format!("{office}.log")),
+            ports[&office],
+        ));
     }
     for o in &mut offices {
         o.spawn()?;
@@ -83,14 +126,24 @@ async fn run_offices(args: &DevArgs, bin_dir: &Path, dev_dir: &Path, pg_port: u1
         o.wait_serving(Duration::from_secs(30)).await?;
     }
 
-    let endpoints: BTreeMap<&str, String> =
-        offices.iter().map(|o| (o.office.name(), format!("127.0.0.1:{}", o.port))).collect();
+    let endpoints: BTreeMap<&str, String> = offices
+        .iter()
+        .map(|o| (o.office.name(), format!("127.0.0.1:{}", o.port)))
+        .collect();
     let endpoints_file = dev_dir.join("endpoints.json");
-    std::fs::write(&endpoints_file, serde_json::to_string_pretty(&endpoints)? + "\n")?;
+    std::fs::write(
+        &endpoints_file,
+        serde_json::to_string_pretty(&endpoints)? + "\n",
+    )?;
 
     println!();
     for o in &offices {
-        println!("{:<13} 127.0.0.1:{}  (log: {})", o.office.name(), o.port, o.log.display());
+        println!(
+            "{:<13} 127.0.0.1:{}  (log: {})",
+            o.office.name(),
+            o.port,
+            o.log.display()
+        );
     }
     println!("endpoints     {}", endpoints_file.display());
     println!("credential    {} (mode 0600)", token_file.display());
@@ -112,7 +165,10 @@ async fn run_offices(args: &DevArgs, bin_dir: &Path, dev_dir: &Path, pg_port: u1
 
 /// Restart crashed offices with backoff until SIGINT or SIGTERM.
 async fn supervise(offices: &mut [Supervised]) {
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         eprintln!("lychd: cannot install signal handlers");
         return;
     };
@@ -145,11 +201,24 @@ struct Supervised {
 
 impl Supervised {
     fn new(office: Office, binary: PathBuf, config: PathBuf, log: PathBuf, port: u16) -> Self {
-        Supervised { office, binary, config, log, port, child: None, started: Instant::now(), failures: 0, restart_at: None }
+        Supervised {
+            office,
+            binary,
+            config,
+            log,
+            port,
+            child: None,
+            started: Instant::now(),
+            failures: 0,
+            restart_at: None,
+        }
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
         let child = Command::new(&self.binary)
             .arg("--config")
             .arg(&self.config)
@@ -171,14 +240,26 @@ impl Supervised {
         let deadline = Instant::now() + timeout;
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                bail!("{} exited with {status} before serving; see {}", self.office, self.log.display());
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "{} exited with {status} before serving; see {}",
+                    self.office,
+                    self.log.display()
+                );
             }
             if serving(addr).await {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("{} not serving after {timeout:?}; see {}", self.office, self.log.display());
+                bail!(
+                    "{} not serving after {timeout:?}; see {}",
+                    self.office,
+                    self.log.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -197,23 +278,36 @@ impl Supervised {
             }
             return;
         }
-        let Some(child) = self.child.as_mut() else { return };
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
         if let Ok(Some(status)) = child.try_wait() {
             self.child = None;
             if self.started.elapsed() > Duration::from_secs(60) {
                 self.failures = 0;
             }
-            let delay = Duration::from_secs(1u64 << self.failures.min(5)).min(Duration::from_secs(30));
+            let delay =
+                Duration::from_secs(1u64 << self.failures.min(5)).min(Duration::from_secs(30));
             self.failures += 1;
-            eprintln!("{} exited ({status}); restarting in {}s (see {})", self.office, delay.as_secs(), self.log.display());
+            eprintln!(
+                "{} exited ({status}); restarting in {}s (see {})",
+                self.office,
+                delay.as_secs(),
+                self.log.display()
+            );
             self.restart_at = Some(Instant::now() + delay);
         }
     }
 
     async fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
         if let Some(pid) = child.id() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
         }
         match tokio::time::timeout(Duration::from_secs(15), child.wait()).await {
             Ok(Ok(status)) if status.success() => {}
@@ -229,15 +323,24 @@ impl Supervised {
 async fn serving(addr: SocketAddr) -> bool {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
-    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) else { return false };
-    let Ok(channel) = endpoint.connect().await else { return false };
+    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) else {
+        return false;
+    };
+    let Ok(channel) = endpoint.connect().await else {
+        return false;
+    };
     matches!(
         HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await,
         Ok(r) if r.get_ref().status == 1
     )
 }
 
-fn office_config(office: Office, ports: &BTreeMap<Office, u16>, pg_port: u16, token_file: &Path) -> String {
+fn office_config(
+    office: Office,
+    ports: &BTreeMap<Office, u16>,
+    pg_port: u16,
+    token_file: &Path,
+) -> String {
     let mut s = format!(
         "# written by `lychd dev`; regenerated at every start\n\
          [server]\nlisten = \"127.0.0.1:{}\"\n\n\
@@ -251,7 +354,9 @@ fn office_config(office: Office, ports: &BTreeMap<Office, u16>, pg_port: u16, to
         token_file.display()
     );
     for (peer, port) in ports.iter().filter(|(p, _)| **p != office) {
-        s.push_str(&format!("\n[peers.{peer}]\nendpoint = \"http://127.0.0.1:{port}\"\n"));
+        s.push_str(&format!(
+            "\n[peers.{peer}]\nendpoint = \"http://127.0.0.1:{port}\"\n"
+        ));
     }
     s
 }
@@ -265,13 +370,21 @@ fn ensure_token(path: &Path) -> anyhow::Result<()> {
     let bytes: [u8; 32] = rand::random();
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(token.as_bytes())?;
     Ok(())
 }
 
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
-    Ok(if p.is_absolute() { p.to_owned() } else { std::env::current_dir()?.join(p) })
+    Ok(if p.is_absolute() {
+        p.to_owned()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
@@ -304,7 +417,10 @@ fn office_bin_dir(args: &DevArgs) -> anyhow::Result<PathBuf> {
     for office in Office::ALL {
         let bin = dir.join(office.binary());
         if !bin.is_file() {
-            bail!("{} not found: build them with `cargo build --workspace --bins`", bin.display());
+            bail!(
+                "{} not found: build them with `cargo build --workspace --bins`",
+                bin.display()
+            );
         }
     }
     Ok(dir)

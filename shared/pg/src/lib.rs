@@ -21,7 +21,9 @@ pub const INSTALL_HINT: &str = "PostgreSQL server binaries (initdb, pg_ctl, post
 pub enum PgError {
     #[error("{INSTALL_HINT}")]
     NotInstalled,
-    #[error("running as root, but there is no `postgres` system user to run PostgreSQL as (initdb refuses root): `useradd --system postgres`, or install the postgresql package which creates it")]
+    #[error(
+        "running as root, but there is no `postgres` system user to run PostgreSQL as (initdb refuses root): `useradd --system postgres`, or install the postgresql package which creates it"
+    )]
     NoPostgresUser,
     #[error("{step} failed: {detail}")]
     Step { step: &'static str, detail: String },
@@ -39,14 +41,20 @@ pub struct Binaries {
 
 impl Binaries {
     pub fn locate() -> Result<Self, PgError> {
-        let has_all = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
+        let has_all = |dir: &Path| {
+            ["initdb", "pg_ctl", "postgres"]
+                .iter()
+                .all(|b| dir.join(b).is_file())
+        };
         if let Some(path) = std::env::var_os("PATH") {
             for dir in std::env::split_paths(&path) {
                 let initdb = dir.join("initdb");
                 if initdb.is_file() {
                     let real = std::fs::canonicalize(&initdb)?;
                     if let Some(real_dir) = real.parent().filter(|d| has_all(d)) {
-                        return Ok(Binaries { dir: real_dir.to_owned() });
+                        return Ok(Binaries {
+                            dir: real_dir.to_owned(),
+                        });
                     }
                 }
             }
@@ -62,7 +70,10 @@ impl Binaries {
             })
             .collect();
         versions.sort();
-        versions.pop().map(|(_, dir)| Binaries { dir }).ok_or(PgError::NotInstalled)
+        versions
+            .pop()
+            .map(|(_, dir)| Binaries { dir })
+            .ok_or(PgError::NotInstalled)
     }
 
     fn command(&self, name: &str, run_as: Option<RunAs>) -> Command {
@@ -90,9 +101,15 @@ fn run_as() -> Result<Option<RunAs>, PgError> {
         return Ok(None);
     }
     let user = nix::unistd::User::from_name("postgres")
-        .map_err(|e| PgError::Step { step: "looking up the postgres user", detail: e.to_string() })?
+        .map_err(|e| PgError::Step {
+            step: "looking up the postgres user",
+            detail: e.to_string(),
+        })?
         .ok_or(PgError::NoPostgresUser)?;
-    Ok(Some(RunAs { uid: user.uid.as_raw(), gid: user.gid.as_raw() }))
+    Ok(Some(RunAs {
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+    }))
 }
 
 /// A cluster under `base` (`base/data`, `base/postgres.log`).
@@ -112,7 +129,11 @@ pub enum Durability {
 
 impl Cluster {
     pub fn new(base: impl Into<PathBuf>) -> Result<Self, PgError> {
-        Ok(Cluster { base: base.into(), bins: Binaries::locate()?, run_as: run_as()? })
+        Ok(Cluster {
+            base: base.into(),
+            bins: Binaries::locate()?,
+            run_as: run_as()?,
+        })
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -139,18 +160,35 @@ impl Cluster {
             .command("initdb", self.run_as)
             .arg("-D")
             .arg(self.data_dir())
-            .args(["-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
             .output()?;
         if !out.status.success() {
-            return Err(PgError::Step { step: "initdb", detail: String::from_utf8_lossy(&out.stderr).trim().to_owned() });
+            return Err(PgError::Step {
+                step: "initdb",
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
         }
         Ok(())
     }
 
     fn give_to_server_user(&self, path: &Path) -> Result<(), PgError> {
         if let Some(user) = self.run_as {
-            nix::unistd::chown(path, Some(nix::unistd::Uid::from_raw(user.uid)), Some(nix::unistd::Gid::from_raw(user.gid)))
-                .map_err(|e| PgError::Step { step: "chown to postgres", detail: e.to_string() })?;
+            nix::unistd::chown(
+                path,
+                Some(nix::unistd::Uid::from_raw(user.uid)),
+                Some(nix::unistd::Gid::from_raw(user.gid)),
+            )
+            .map_err(|e| PgError::Step {
+                step: "chown to postgres",
+                detail: e.to_string(),
+            })?;
         }
         Ok(())
     }
@@ -200,7 +238,10 @@ impl Cluster {
             .args(["-m", "fast", "-w", "stop"])
             .output()?;
         if !out.status.success() && self.data_dir().join("postmaster.pid").exists() {
-            return Err(PgError::Step { step: "pg_ctl stop", detail: String::from_utf8_lossy(&out.stderr).trim().to_owned() });
+            return Err(PgError::Step {
+                step: "pg_ctl stop",
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
         }
         Ok(())
     }
@@ -221,7 +262,9 @@ pub fn superuser_url(port: u16, database: &str) -> String {
 
 /// A free loopback TCP port (bound and released; a tiny race is accepted for dev and tests).
 pub fn free_port() -> Result<u16, PgError> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 pub async fn superuser_connection(port: u16, database: &str) -> Result<PgConnection, PgError> {
@@ -239,20 +282,31 @@ pub async fn provision(port: u16, database: &str) -> Result<(), PgError> {
     let mut admin = superuser_connection(port, "postgres").await?;
     // Roles are cluster-wide: serialize provisioning across processes (advisory locks are
     // per database, so the lock is taken in `postgres` and held while the target is provisioned).
-    sqlx::query("SELECT pg_advisory_lock(7373)").execute(&mut admin).await?;
+    sqlx::query("SELECT pg_advisory_lock(7373)")
+        .execute(&mut admin)
+        .await?;
     let result = provision_locked(&mut admin, port, database).await;
-    sqlx::query("SELECT pg_advisory_unlock(7373)").execute(&mut admin).await?;
+    sqlx::query("SELECT pg_advisory_unlock(7373)")
+        .execute(&mut admin)
+        .await?;
     admin.close().await?;
     result
 }
 
-async fn provision_locked(admin: &mut PgConnection, port: u16, database: &str) -> Result<(), PgError> {
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(database)
-        .fetch_one(&mut *admin)
-        .await?;
+async fn provision_locked(
+    admin: &mut PgConnection,
+    port: u16,
+    database: &str,
+) -> Result<(), PgError> {
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(database)
+            .fetch_one(&mut *admin)
+            .await?;
     if !exists {
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{database}\"")).execute(&mut *admin).await?;
+        sqlx::raw_sql(&format!("CREATE DATABASE \"{database}\""))
+            .execute(&mut *admin)
+            .await?;
     }
     let mut conn = superuser_connection(port, database).await?;
     for sql in provision_all_sql(database) {

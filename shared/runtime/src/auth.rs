@@ -27,23 +27,42 @@ impl std::fmt::Debug for Authenticator {
 
 impl Authenticator {
     pub fn new(token: &SecretString) -> Self {
-        Authenticator { digest: Sha256::digest(token.expose_secret().as_bytes()).into() }
+        Authenticator {
+            digest: Sha256::digest(token.expose_secret().as_bytes()).into(),
+        }
     }
 
     pub fn check<T>(&self, request: Request<T>) -> Result<Request<T>, Status> {
         let Some(value) = request.metadata().get("authorization") else {
-            return Err(refusal(Code::Unauthenticated, DOMAIN, "CREDENTIAL_MISSING", "missing bearer credential"));
+            return Err(refusal(
+                Code::Unauthenticated,
+                DOMAIN,
+                "CREDENTIAL_MISSING",
+                "missing bearer credential",
+            ));
         };
         let token = value
             .to_str()
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| refusal(Code::Unauthenticated, DOMAIN, "CREDENTIAL_MALFORMED", "authorization must be `Bearer <token>`"))?;
+            .ok_or_else(|| {
+                refusal(
+                    Code::Unauthenticated,
+                    DOMAIN,
+                    "CREDENTIAL_MALFORMED",
+                    "authorization must be `Bearer <token>`",
+                )
+            })?;
         let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
         if bool::from(presented.ct_eq(&self.digest)) {
             Ok(request)
         } else {
-            Err(refusal(Code::Unauthenticated, DOMAIN, "CREDENTIAL_INVALID", "credential not recognised"))
+            Err(refusal(
+                Code::Unauthenticated,
+                DOMAIN,
+                "CREDENTIAL_INVALID",
+                "credential not recognised",
+            ))
         }
     }
 }

@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use crate::Office;
 use crate::auth::Authenticator;
 use crate::client::Outgoing;
-use crate::config::{OfficeConfig, Secrets};
+use crate::config::{OfficeConfig, Secrets, load_secret};
 use crate::health::HealthState;
 use crate::server::{AddRoutes, ServeContext, Stopped, serve};
 use crate::telemetry::Telemetry;
@@ -60,7 +60,11 @@ enum Command {
 pub fn main(spec: OfficeSpec) -> ExitCode {
     let cli = Cli::parse();
     let config_path = cli.config.clone().or_else(|| {
-        std::env::var_os(format!("LYCHD_{}_CONFIG", spec.office.name().to_ascii_uppercase())).map(PathBuf::from)
+        std::env::var_os(format!(
+            "LYCHD_{}_CONFIG",
+            spec.office.name().to_ascii_uppercase()
+        ))
+        .map(PathBuf::from)
     });
     let config = match OfficeConfig::load(spec.office, config_path.as_deref(), std::env::vars()) {
         Ok(c) => c,
@@ -69,7 +73,10 @@ pub fn main(spec: OfficeSpec) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lychd-{}: cannot start async runtime: {e}", spec.office);
@@ -79,7 +86,11 @@ pub fn main(spec: OfficeSpec) -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Healthcheck { addr, timeout_ms } => {
-                healthcheck(addr.unwrap_or(config.server.listen), Duration::from_millis(timeout_ms)).await
+                healthcheck(
+                    addr.unwrap_or(config.server.listen),
+                    Duration::from_millis(timeout_ms),
+                )
+                .await
             }
             Command::Migrate => run_migrate(&spec, config).await,
             Command::Serve => run_serve(&spec, config).await,
@@ -92,9 +103,18 @@ async fn healthcheck(addr: SocketAddr, timeout: Duration) -> ExitCode {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
     let check = async {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).ok()?.connect().await.ok()?;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .ok()?
+            .connect()
+            .await
+            .ok()?;
         let mut client = HealthClient::new(channel);
-        let status = client.check(HealthCheckRequest { service: String::new() }).await.ok()?;
+        let status = client
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .ok()?;
         Some(status.into_inner().status)
     };
     match tokio::time::timeout(timeout, check).await {
@@ -103,7 +123,9 @@ async fn healthcheck(addr: SocketAddr, timeout: Duration) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Some(s)) => {
-            let name = ServingStatus::try_from(s).map(|s| s.as_str_name()).unwrap_or("UNKNOWN");
+            let name = ServingStatus::try_from(s)
+                .map(|s| s.as_str_name())
+                .unwrap_or("UNKNOWN");
             println!("{name}");
             ExitCode::from(1)
         }
@@ -123,13 +145,22 @@ fn load_secrets(office: Office, config: &OfficeConfig) -> Result<Secrets, ExitCo
 
 async fn run_migrate(spec: &OfficeSpec, config: OfficeConfig) -> ExitCode {
     let office = spec.office;
-    let secrets = match load_secrets(office, &config) {
-        Ok(s) => s,
-        Err(code) => return code,
+    let password = match config
+        .database
+        .migrate_password_file
+        .as_deref()
+        .map(|p| load_secret("database.migrate_password_file", p))
+        .transpose()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("lychd-{office}: {e}");
+            return ExitCode::from(2);
+        }
     };
     let result = async {
         let opts =
-            crate::db::connect_options(&config.database.migrate_url, secrets.migrate_password.as_ref(), office)?;
+            crate::db::connect_options(&config.database.migrate_url, password.as_ref(), office)?;
         let pool = crate::db::pool(opts, 1).await?;
         let report = crate::db::migrate(&pool, office, spec.migrator).await?;
         pool.close().await;
@@ -138,7 +169,11 @@ async fn run_migrate(spec: &OfficeSpec, config: OfficeConfig) -> ExitCode {
     .await;
     match result {
         Ok(report) if report.applied_now.is_empty() => {
-            println!("lychd-{office}: schema `{}` up to date at version {}", office.schema(), report.latest);
+            println!(
+                "lychd-{office}: schema `{}` up to date at version {}",
+                office.schema(),
+                report.latest
+            );
             ExitCode::SUCCESS
         }
         Ok(report) => {
@@ -182,7 +217,11 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         eprintln!("lychd-{office}: refusing to serve: {msg}");
         ExitCode::from(1)
     };
-    let opts = match crate::db::connect_options(&config.database.url, secrets.db_password.as_ref(), office) {
+    let opts = match crate::db::connect_options(
+        &config.database.url,
+        secrets.db_password.as_ref(),
+        office,
+    ) {
         Ok(o) => o,
         Err(e) => return refuse(format!("database.url: {e}")),
     };
@@ -201,7 +240,10 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         Ok(l) => l,
         Err(e) => return refuse(format!("cannot bind {}: {e}", config.server.listen)),
     };
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     tracing::info!(office = %office, addr = %addr, "listening");
     let ctx = ServeContext {
         office,
@@ -229,7 +271,10 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
 /// Resolves on the first SIGTERM or SIGINT; a second one exits the process at once.
 async fn first_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers; only a kill stops this process");
         return std::future::pending().await;
     };

@@ -25,10 +25,13 @@ impl std::fmt::Debug for Outgoing {
 
 impl Outgoing {
     pub fn new(token: &SecretString) -> Result<Self, InvalidCredential> {
-        let mut value = tonic::metadata::MetadataValue::try_from(format!("Bearer {}", token.expose_secret()))
-            .map_err(|_| InvalidCredential)?;
+        let mut value =
+            tonic::metadata::MetadataValue::try_from(format!("Bearer {}", token.expose_secret()))
+                .map_err(|_| InvalidCredential)?;
         value.set_sensitive(true);
-        Ok(Outgoing { authorization: Arc::new(value) })
+        Ok(Outgoing {
+            authorization: Arc::new(value),
+        })
     }
 }
 
@@ -38,7 +41,9 @@ pub struct InvalidCredential;
 
 impl tonic::service::Interceptor for Outgoing {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request.metadata_mut().insert("authorization", (*self.authorization).clone());
+        request
+            .metadata_mut()
+            .insert("authorization", (*self.authorization).clone());
         inject_current(request.metadata_mut());
         Ok(request)
     }
@@ -48,7 +53,10 @@ impl tonic::service::Interceptor for Outgoing {
 pub type PeerChannel = InterceptedService<Channel, Outgoing>;
 
 /// Connects lazily: the first call dials; an unreachable peer fails that call, not start-up.
-pub fn peer_channel(endpoint: &str, outgoing: Outgoing) -> Result<PeerChannel, tonic::transport::Error> {
+pub fn peer_channel(
+    endpoint: &str,
+    outgoing: Outgoing,
+) -> Result<PeerChannel, tonic::transport::Error> {
     let channel = Endpoint::from_shared(endpoint.to_owned())?
         .connect_timeout(Duration::from_secs(3))
         .timeout(Duration::from_secs(30))

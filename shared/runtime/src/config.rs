@@ -140,10 +140,18 @@ impl OfficeConfig {
         // Only our prefix is read; `LYCHD_WARD__SERVER__LISTEN` → `server.listen`.
         let vars: Vec<(String, String)> = env
             .into_iter()
-            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|rest| (rest.to_ascii_lowercase(), v)))
+            .filter_map(|(k, v)| {
+                k.strip_prefix(&prefix)
+                    .map(|rest| (rest.to_ascii_lowercase(), v))
+            })
             .collect();
-        let fig = fig.merge(EnvPairs { prefix: prefix.clone(), vars });
-        let cfg: OfficeConfig = fig.extract().map_err(|e| ConfigError::from_figment(e, file, &prefix))?;
+        let fig = fig.merge(EnvPairs {
+            prefix: prefix.clone(),
+            vars,
+        });
+        let cfg: OfficeConfig = fig
+            .extract()
+            .map_err(|e| ConfigError::from_figment(e, file, &prefix))?;
         cfg.validate(file)?;
         Ok(cfg)
     }
@@ -151,12 +159,18 @@ impl OfficeConfig {
     /// Checks that serde cannot express. Errors name the field.
     pub fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
         let bad = |field: &str, message: &str| ConfigError::Invalid {
-            origin: file.map(|p| p.display().to_string()).unwrap_or_else(|| "defaults/environment".into()),
+            origin: file
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "defaults/environment".into()),
             field: field.into(),
             message: message.into(),
         };
-        if self.server.max_message_bytes < 1024 || self.server.max_message_bytes > 64 * 1024 * 1024 {
-            return Err(bad("server.max_message_bytes", "must be between 1024 and 67108864"));
+        if self.server.max_message_bytes < 1024 || self.server.max_message_bytes > 64 * 1024 * 1024
+        {
+            return Err(bad(
+                "server.max_message_bytes",
+                "must be between 1024 and 67108864",
+            ));
         }
         if self.server.concurrency_limit == 0 {
             return Err(bad("server.concurrency_limit", "must be at least 1"));
@@ -167,12 +181,18 @@ impl OfficeConfig {
         if self.database.max_connections == 0 {
             return Err(bad("database.max_connections", "must be at least 1"));
         }
-        for (field, url) in [("database.url", &self.database.url), ("database.migrate_url", &self.database.migrate_url)] {
+        for (field, url) in [
+            ("database.url", &self.database.url),
+            ("database.migrate_url", &self.database.migrate_url),
+        ] {
             if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
                 return Err(bad(field, "must be a postgres:// URL"));
             }
             if url_has_password(url) {
-                return Err(bad(field, "must not contain a password; give it by reference in the *_password_file field"));
+                return Err(bad(
+                    field,
+                    "must not contain a password; give it by reference in the *_password_file field",
+                ));
             }
         }
         for (name, peer) in &self.peers {
@@ -180,7 +200,10 @@ impl OfficeConfig {
                 return Err(bad(&format!("peers.{name}"), "unknown office name"));
             }
             if !(peer.endpoint.starts_with("http://") || peer.endpoint.starts_with("https://")) {
-                return Err(bad(&format!("peers.{name}.endpoint"), "must be an http:// or https:// URL"));
+                return Err(bad(
+                    &format!("peers.{name}.endpoint"),
+                    "must be an http:// or https:// URL",
+                ));
             }
         }
         Ok(())
@@ -216,7 +239,9 @@ impl figment::Provider for EnvPairs {
         figment::Metadata::named(format!("environment {}*", self.prefix))
     }
 
-    fn data(&self) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
         use figment::value::{Dict, Value};
         let mut dict = Dict::new();
         for (key, raw) in &self.vars {
@@ -251,16 +276,28 @@ fn merge_dict(into: &mut figment::value::Dict, from: figment::value::Dict) {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("invalid configuration in {origin}: field `{field}`: {message}")]
-    Invalid { origin: String, field: String, message: String },
+    Invalid {
+        origin: String,
+        field: String,
+        message: String,
+    },
     #[error("cannot read secret `{field}` from {path}: {reason}")]
-    Secret { field: String, path: String, reason: String },
+    Secret {
+        field: String,
+        path: String,
+        reason: String,
+    },
 }
 
 impl ConfigError {
     fn from_figment(err: figment::Error, file: Option<&Path>, env_prefix: &str) -> Self {
         let mut field = err.path.join(".");
         if let figment::error::Kind::UnknownField(name, _) = &err.kind {
-            field = if field.is_empty() { name.clone() } else { format!("{field}.{name}") };
+            field = if field.is_empty() {
+                name.clone()
+            } else {
+                format!("{field}.{name}")
+            };
         }
         let source = err
             .metadata
@@ -268,20 +305,31 @@ impl ConfigError {
             .map(|m| match &m.source {
                 Some(figment::Source::File(p)) => p.display().to_string(),
                 _ if m.name.starts_with("environment") => {
-                    format!("environment variable {env_prefix}{}", field.replace('.', "__").to_ascii_uppercase())
+                    format!(
+                        "environment variable {env_prefix}{}",
+                        field.replace('.', "__").to_ascii_uppercase()
+                    )
                 }
                 _ => m.name.to_string(),
             })
             .or_else(|| file.map(|p| p.display().to_string()))
             .unwrap_or_else(|| "configuration".into());
-        ConfigError::Invalid { origin: source, field, message: err.kind.to_string() }
+        ConfigError::Invalid {
+            origin: source,
+            field,
+            message: err.kind.to_string(),
+        }
     }
 }
 
 /// Read a secret given by reference. Trailing newlines are dropped; the value never appears in
 /// `Debug`, logs or errors.
 pub fn load_secret(field: &str, path: &Path) -> Result<SecretString, ConfigError> {
-    let err = |reason: String| ConfigError::Secret { field: field.into(), path: path.display().to_string(), reason };
+    let err = |reason: String| ConfigError::Secret {
+        field: field.into(),
+        path: path.display().to_string(),
+        reason,
+    };
     let raw = std::fs::read_to_string(path).map_err(|e| err(e.kind().to_string()))?;
     let value = raw.trim_end_matches(['\n', '\r']);
     if value.is_empty() {
@@ -290,30 +338,35 @@ pub fn load_secret(field: &str, path: &Path) -> Result<SecretString, ConfigError
     Ok(SecretString::from(value.to_owned()))
 }
 
-/// Secrets of an office, loaded once at start.
+/// Secrets `serve` needs, loaded once at start (`migrate` needs only the owner password).
 pub struct Secrets {
     pub token: SecretString,
     pub db_password: Option<SecretString>,
-    pub migrate_password: Option<SecretString>,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("token", &"[redacted]")
-            .field("db_password", &self.db_password.as_ref().map(|_| "[redacted]"))
-            .field("migrate_password", &self.migrate_password.as_ref().map(|_| "[redacted]"))
+            .field(
+                "db_password",
+                &self.db_password.as_ref().map(|_| "[redacted]"),
+            )
             .finish()
     }
 }
 
 impl Secrets {
     pub fn load(cfg: &OfficeConfig) -> Result<Self, ConfigError> {
-        let token_path = cfg.auth.token_file.as_deref().ok_or_else(|| ConfigError::Invalid {
-            origin: "configuration".into(),
-            field: "auth.token_file".into(),
-            message: "is required: every RPC but health and reflection is authenticated".into(),
-        })?;
+        let token_path = cfg
+            .auth
+            .token_file
+            .as_deref()
+            .ok_or_else(|| ConfigError::Invalid {
+                origin: "configuration".into(),
+                field: "auth.token_file".into(),
+                message: "is required: every RPC but health and reflection is authenticated".into(),
+            })?;
         let token = load_secret("auth.token_file", token_path)?;
         if token.expose_secret().len() < 16 {
             return Err(ConfigError::Secret {
@@ -328,12 +381,259 @@ impl Secrets {
             .as_deref()
             .map(|p| load_secret("database.password_file", p))
             .transpose()?;
-        let migrate_password = cfg
-            .database
-            .migrate_password_file
-            .as_deref()
-            .map(|p| load_secret("database.migrate_password_file", p))
-            .transpose()?;
-        Ok(Secrets { token, db_password, migrate_password })
+        Ok(Secrets { token, db_password })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    fn no_env() -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    #[test]
+    fn example_configs_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config");
+        for office in Office::ALL {
+            let file = root.join(format!("{office}.toml"));
+            let cfg =
+                OfficeConfig::load(office, Some(&file), no_env()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(cfg.server.listen.port(), office.default_port(), "{office}");
+            assert!(
+                cfg.database.url.contains(&office.runtime_role()),
+                "{office}"
+            );
+            assert!(
+                cfg.database.migrate_url.contains(&office.owner_role()),
+                "{office}"
+            );
+            assert!(cfg.auth.token_file.is_some(), "{office}");
+            assert!(
+                cfg.peers.keys().all(|p| p != office.name()),
+                "{office} lists itself as a peer"
+            );
+        }
+    }
+
+    #[test]
+    fn deploy_provisioning_sql_matches_the_code() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/postgres/provision.sql");
+        let expected = format!(
+            "-- Generated from lychd_runtime::db::provision_all_sql(\"lychd\"); a test keeps it equal.\n\
+             -- Run once as a superuser connected to database `lychd`, then give each role a password\n\
+             -- (\\password lychd_<office>_owner / lychd_<office>_app) and store them as Podman secrets.\n\n{}\n",
+            crate::db::provision_all_sql("lychd").join("\n\n")
+        );
+        if std::env::var_os("LYCHD_BLESS").is_some() {
+            std::fs::write(&path, &expected).expect("bless");
+        }
+        let actual = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "{} is stale: rerun this test with LYCHD_BLESS=1",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn unknown_field_names_file_and_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = write(
+            dir.path(),
+            "ward.toml",
+            "[database]\nurl = \"postgres://a@h/db\"\npool_size = 3\n",
+        );
+        let err =
+            OfficeConfig::load(Office::Ward, Some(&file), no_env()).expect_err("unknown field");
+        let text = err.to_string();
+        assert!(text.contains(&file.display().to_string()), "{text}");
+        assert!(text.contains("database.pool_size"), "{text}");
+    }
+
+    #[test]
+    fn unknown_section_names_file_and_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = write(
+            dir.path(),
+            "ward.toml",
+            "[servr]\nlisten = \"127.0.0.1:1\"\n",
+        );
+        let text = OfficeConfig::load(Office::Ward, Some(&file), no_env())
+            .expect_err("unknown")
+            .to_string();
+        assert!(
+            text.contains(&file.display().to_string()) && text.contains("servr"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = write(
+            dir.path(),
+            "ward.toml",
+            "[server]\nconcurrency_limit = \"many\"\n",
+        );
+        let text = OfficeConfig::load(Office::Ward, Some(&file), no_env())
+            .expect_err("type")
+            .to_string();
+        assert!(
+            text.contains("server.concurrency_limit") && text.contains(&file.display().to_string()),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn environment_override_wins_over_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = write(
+            dir.path(),
+            "ward.toml",
+            "[server]\nlisten = \"127.0.0.1:1111\"\nconcurrency_limit = 5\n",
+        );
+        let env = vec![
+            (
+                "LYCHD_WARD__SERVER__LISTEN".to_owned(),
+                "127.0.0.1:2222".to_owned(),
+            ),
+            (
+                "LYCHD_WARD__SERVER__CONCURRENCY_LIMIT".to_owned(),
+                "7".to_owned(),
+            ),
+            // Another office's variables are not read.
+            (
+                "LYCHD_ARCHIVE__SERVER__LISTEN".to_owned(),
+                "127.0.0.1:3333".to_owned(),
+            ),
+        ];
+        let cfg = OfficeConfig::load(Office::Ward, Some(&file), env).expect("loads");
+        assert_eq!(cfg.server.listen.port(), 2222);
+        assert_eq!(cfg.server.concurrency_limit, 7);
+    }
+
+    #[test]
+    fn unknown_environment_field_names_the_variable() {
+        let env = vec![("LYCHD_WARD__SERVER__LISSEN".to_owned(), "x".to_owned())];
+        let text = OfficeConfig::load(Office::Ward, None, env)
+            .expect_err("unknown")
+            .to_string();
+        assert!(text.contains("LYCHD_WARD__SERVER__LISSEN"), "{text}");
+    }
+
+    #[test]
+    fn file_values_override_defaults_and_peers_are_validated() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = write(
+            dir.path(),
+            "d.toml",
+            "[peers.wardd]\nendpoint = \"http://127.0.0.1:1\"\n",
+        );
+        let text = OfficeConfig::load(Office::Dispatcher, Some(&file), no_env())
+            .expect_err("bad peer")
+            .to_string();
+        assert!(
+            text.contains("peers.wardd") && text.contains("unknown office"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn inline_database_password_is_refused() {
+        let env = vec![(
+            "LYCHD_WARD__DATABASE__URL".to_owned(),
+            "postgres://u:hunter2@h/db".to_owned(),
+        )];
+        let text = OfficeConfig::load(Office::Ward, None, env)
+            .expect_err("password")
+            .to_string();
+        assert!(
+            text.contains("database.url") && text.contains("password_file"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("hunter2"),
+            "error echoes the password: {text}"
+        );
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error_naming_it() {
+        let text = OfficeConfig::load(
+            Office::Ward,
+            Some(Path::new("/nonexistent/ward.toml")),
+            no_env(),
+        )
+        .expect_err("missing")
+        .to_string();
+        assert!(text.contains("/nonexistent/ward.toml"), "{text}");
+    }
+
+    #[test]
+    fn secrets_load_from_files_and_never_print() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let token = write(dir.path(), "token", "s3cr3t-token-value-0123456789\n");
+        let pw = write(dir.path(), "pw", "db-password-value\n");
+        let env = vec![
+            (
+                "LYCHD_WARD__AUTH__TOKEN_FILE".to_owned(),
+                token.display().to_string(),
+            ),
+            (
+                "LYCHD_WARD__DATABASE__PASSWORD_FILE".to_owned(),
+                pw.display().to_string(),
+            ),
+        ];
+        let cfg = OfficeConfig::load(Office::Ward, None, env).expect("loads");
+        let secrets = Secrets::load(&cfg).expect("secrets");
+        assert_eq!(
+            secrets.token.expose_secret(),
+            "s3cr3t-token-value-0123456789"
+        );
+        assert_eq!(
+            secrets
+                .db_password
+                .as_ref()
+                .map(|s| s.expose_secret().to_owned())
+                .as_deref(),
+            Some("db-password-value")
+        );
+        let printed = format!("{secrets:?} {cfg:?}");
+        assert!(
+            !printed.contains("s3cr3t") && !printed.contains("db-password-value"),
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn missing_or_short_token_is_refused_without_echo() {
+        let cfg = OfficeConfig::load(Office::Ward, None, no_env()).expect("loads");
+        let text = Secrets::load(&cfg).expect_err("required").to_string();
+        assert!(
+            text.contains("auth.token_file") && text.contains("required"),
+            "{text}"
+        );
+
+        let dir = tempfile::tempdir().expect("tmp");
+        let token = write(dir.path(), "token", "short");
+        let env = vec![(
+            "LYCHD_WARD__AUTH__TOKEN_FILE".to_owned(),
+            token.display().to_string(),
+        )];
+        let cfg = OfficeConfig::load(Office::Ward, None, env).expect("loads");
+        let text = Secrets::load(&cfg).expect_err("too short").to_string();
+        assert!(
+            text.contains("shorter than 16") && !text.contains("short\""),
+            "{text}"
+        );
     }
 }

@@ -101,9 +101,16 @@ pub struct MigrateReport {
 
 /// Apply the office's embedded migrations as its owner role. Idempotent; concurrent runs are
 /// serialized by sqlx's advisory lock. The runtime role keeps read-only access to the ledger.
-pub async fn migrate(pool: &PgPool, office: Office, migrator: &Migrator) -> Result<MigrateReport, DbError> {
+pub async fn migrate(
+    pool: &PgPool,
+    office: Office,
+    migrator: &Migrator,
+) -> Result<MigrateReport, DbError> {
     let before = applied_versions(pool).await.unwrap_or_default();
-    migrator.run(pool).await.map_err(|e| DbError::Migrate(e.to_string()))?;
+    migrator
+        .run(pool)
+        .await
+        .map_err(|e| DbError::Migrate(e.to_string()))?;
     let after = applied_versions(pool).await?;
     sqlx::query(&format!(
         "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {}._sqlx_migrations FROM {}",
@@ -112,8 +119,15 @@ pub async fn migrate(pool: &PgPool, office: Office, migrator: &Migrator) -> Resu
     ))
     .execute(pool)
     .await?;
-    let applied_now = after.iter().filter(|v| !before.contains(v)).copied().collect();
-    Ok(MigrateReport { applied_now, latest: after.iter().copied().max().unwrap_or(0) })
+    let applied_now = after
+        .iter()
+        .filter(|v| !before.contains(v))
+        .copied()
+        .collect();
+    Ok(MigrateReport {
+        applied_now,
+        latest: after.iter().copied().max().unwrap_or(0),
+    })
 }
 
 async fn applied_versions(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
@@ -128,10 +142,19 @@ pub enum DbError {
     #[error("database unreachable or refused the runtime role: {0}")]
     Connect(#[from] sqlx::Error),
     #[error("schema `{schema}` is not migrated: run `{binary} migrate` first")]
-    NotMigrated { schema: &'static str, binary: String },
+    NotMigrated {
+        schema: &'static str,
+        binary: String,
+    },
     #[error("{count} migration(s) pending (next: {next}): run `{binary} migrate` first")]
-    Pending { count: usize, next: i64, binary: String },
-    #[error("migration {version} applied in the database differs from this build (checksum mismatch)")]
+    Pending {
+        count: usize,
+        next: i64,
+        binary: String,
+    },
+    #[error(
+        "migration {version} applied in the database differs from this build (checksum mismatch)"
+    )]
     Drifted { version: i64 },
     #[error("database has migration {version} that this build does not know: upgrade the binary")]
     Unknown { version: i64 },
@@ -143,20 +166,31 @@ pub enum DbError {
 
 /// Run by `serve` as the runtime role: refuses pending or drifted migrations and a role that can
 /// do DDL, reach another office's schema, or bypass privileges. Returns the latest version.
-pub async fn check_ready(pool: &PgPool, office: Office, migrator: &Migrator) -> Result<i64, DbError> {
+pub async fn check_ready(
+    pool: &PgPool,
+    office: Office,
+    migrator: &Migrator,
+) -> Result<i64, DbError> {
     check_role(pool, office).await?;
-    let rows: Vec<(i64, Vec<u8>, bool)> =
-        match sqlx::query_as("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version")
-            .fetch_all(pool)
-            .await
-        {
-            Ok(rows) => rows,
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
-                return Err(DbError::NotMigrated { schema: office.schema(), binary: office.binary() });
-            }
-            Err(e) => return Err(e.into()),
-        };
-    let embedded: Vec<_> = migrator.iter().filter(|m| !m.migration_type.is_down_migration()).collect();
+    let rows: Vec<(i64, Vec<u8>, bool)> = match sqlx::query_as(
+        "SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version",
+    )
+    .fetch_all(pool)
+    .await
+    {
+        Ok(rows) => rows,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => {
+            return Err(DbError::NotMigrated {
+                schema: office.schema(),
+                binary: office.binary(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let embedded: Vec<_> = migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .collect();
     for (version, checksum, success) in &rows {
         match embedded.iter().find(|m| m.version == *version) {
             None => return Err(DbError::Unknown { version: *version }),
@@ -172,7 +206,11 @@ pub async fn check_ready(pool: &PgPool, office: Office, migrator: &Migrator) -> 
         .map(|m| m.version)
         .collect();
     if let Some(next) = pending.first() {
-        return Err(DbError::Pending { count: pending.len(), next: *next, binary: office.binary() });
+        return Err(DbError::Pending {
+            count: pending.len(),
+            next: *next,
+            binary: office.binary(),
+        });
     }
     Ok(rows.iter().filter(|r| r.2).map(|r| r.0).max().unwrap_or(0))
 }
@@ -193,8 +231,11 @@ FROM pg_roles r WHERE r.rolname = current_user";
 /// Refuse a runtime role that can do DDL anywhere or use another office's schema.
 pub async fn check_role(pool: &PgPool, office: Office) -> Result<(), DbError> {
     let offices: Vec<String> = Office::ALL.iter().map(|o| o.schema().to_owned()).collect();
-    let row: (bool, bool, bool, bool, bool, bool, String, String) =
-        sqlx::query_as(ROLE_CHECK_SQL).bind(office.schema()).bind(&offices).fetch_one(pool).await?;
+    let row: (bool, bool, bool, bool, bool, bool, String, String) = sqlx::query_as(ROLE_CHECK_SQL)
+        .bind(office.schema())
+        .bind(&offices)
+        .fetch_one(pool)
+        .await?;
     let (sup, createrole, createdb, bypassrls, db_create, db_temp, ddl_schemas, foreign) = row;
     let mut problems = Vec::new();
     for (flag, what) in [
@@ -218,14 +259,21 @@ pub async fn check_role(pool: &PgPool, office: Office) -> Result<(), DbError> {
     if problems.is_empty() {
         Ok(())
     } else {
-        let role: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(pool).await?;
-        Err(DbError::RoleTooPowerful { role, problems: problems.join("; ") })
+        let role: String = sqlx::query_scalar("SELECT current_user::text")
+            .fetch_one(pool)
+            .await?;
+        Err(DbError::RoleTooPowerful {
+            role,
+            problems: problems.join("; "),
+        })
     }
 }
 
 /// Latest applied migration version (0 if none), as seen by the runtime role.
 pub async fn schema_version(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT COALESCE(MAX(version), 0)::bigint FROM _sqlx_migrations WHERE success")
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar(
+        "SELECT COALESCE(MAX(version), 0)::bigint FROM _sqlx_migrations WHERE success",
+    )
+    .fetch_one(pool)
+    .await
 }

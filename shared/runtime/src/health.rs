@@ -33,8 +33,14 @@ impl HealthState {
         for s in services {
             map.insert((*s).to_owned(), ());
         }
-        let (tx, _) = watch::channel(State { serving: false, draining: false });
-        HealthState { services: Arc::new(map), tx: Arc::new(tx) }
+        let (tx, _) = watch::channel(State {
+            serving: false,
+            draining: false,
+        });
+        HealthState {
+            services: Arc::new(map),
+            tx: Arc::new(tx),
+        }
     }
 
     pub fn set_serving(&self) {
@@ -54,14 +60,20 @@ impl HealthState {
     }
 
     pub fn server(&self) -> HealthServer<HealthService> {
-        HealthServer::new(HealthService { state: self.clone() })
+        HealthServer::new(HealthService {
+            state: self.clone(),
+        })
     }
 
     fn status_of(&self, service: &str) -> Result<ServingStatus, Status> {
         if !self.services.contains_key(service) {
             return Err(Status::not_found("unknown service"));
         }
-        Ok(if self.tx.borrow().serving { ServingStatus::Serving } else { ServingStatus::NotServing })
+        Ok(if self.tx.borrow().serving {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        })
     }
 }
 
@@ -73,24 +85,42 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status>
 
 #[tonic::async_trait]
 impl Health for HealthService {
-    async fn check(&self, request: Request<HealthCheckRequest>) -> Result<Response<HealthCheckResponse>, Status> {
+    async fn check(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
         let status = self.state.status_of(&request.get_ref().service)?;
-        Ok(Response::new(HealthCheckResponse { status: status as i32 }))
+        Ok(Response::new(HealthCheckResponse {
+            status: status as i32,
+        }))
     }
 
     type WatchStream = WatchStream;
 
-    async fn watch(&self, request: Request<HealthCheckRequest>) -> Result<Response<Self::WatchStream>, Status> {
+    async fn watch(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
         self.state.status_of(&request.get_ref().service)?;
         let mut rx = self.state.tx.subscribe();
         let stream = async_stream(move |yield_| async move {
             let mut last = None;
             loop {
                 let state = *rx.borrow_and_update();
-                let status = if state.serving { ServingStatus::Serving } else { ServingStatus::NotServing };
+                let status = if state.serving {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
                 if last != Some(status) {
                     last = Some(status);
-                    if yield_.send(Ok(HealthCheckResponse { status: status as i32 })).await.is_err() {
+                    if yield_
+                        .send(Ok(HealthCheckResponse {
+                            status: status as i32,
+                        }))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

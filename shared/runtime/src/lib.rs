@@ -30,8 +30,13 @@ pub enum Office {
 }
 
 impl Office {
-    pub const ALL: [Office; 5] =
-        [Office::Dispatcher, Office::Orchestrator, Office::Ward, Office::Archive, Office::HelmLoop];
+    pub const ALL: [Office; 5] = [
+        Office::Dispatcher,
+        Office::Orchestrator,
+        Office::Ward,
+        Office::Archive,
+        Office::HelmLoop,
+    ];
 
     /// Lowercase name: schema name, config prefix, binary suffix.
     pub const fn name(self) -> &'static str {

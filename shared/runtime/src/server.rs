@@ -97,7 +97,9 @@ pub async fn serve(
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::INFO)),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(GlobalConcurrencyLimitLayer::new(cfg.server.concurrency_limit));
+        .layer(GlobalConcurrencyLimitLayer::new(
+            cfg.server.concurrency_limit,
+        ));
 
     let (drain_tx, drain_rx) = oneshot::channel::<()>();
     let signal = {
@@ -152,7 +154,11 @@ impl InProcess {
         let task = tokio::spawn(serve(ctx, listener, add_routes, async move {
             let _ = stopped.await;
         }));
-        Ok(InProcess { addr, stop: Some(stop), task })
+        Ok(InProcess {
+            addr,
+            stop: Some(stop),
+            task,
+        })
     }
 
     pub fn endpoint(&self) -> String {

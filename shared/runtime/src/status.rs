@@ -12,7 +12,8 @@ pub fn refusal(code: Code, domain: &str, reason: &str, message: &str) -> Status 
 
 /// `INVALID_ARGUMENT` naming each bad field.
 pub fn invalid_argument(domain: &str, reason: &str, violations: &[(&str, &str)]) -> Status {
-    let mut details = ErrorDetails::with_error_info(reason, domain, std::collections::HashMap::new());
+    let mut details =
+        ErrorDetails::with_error_info(reason, domain, std::collections::HashMap::new());
     for (field, description) in violations {
         details.add_bad_request_violation(*field, *description);
     }

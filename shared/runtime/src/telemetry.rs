@@ -24,7 +24,8 @@ impl Telemetry {
     /// exporter's channel lives there). Returns an error if a subscriber is already set.
     pub fn init(cfg: &TelemetryConfig, service_name: &str) -> anyhow::Result<Self> {
         global::set_text_map_propagator(TraceContextPropagator::new());
-        let filter = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(&cfg.filter))?;
+        let filter =
+            EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(&cfg.filter))?;
         let fmt = match cfg.format {
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()
@@ -32,7 +33,9 @@ impl Telemetry {
                 .with_span_list(false)
                 .with_writer(std::io::stderr)
                 .boxed(),
-            LogFormat::Pretty => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+            LogFormat::Pretty => tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .boxed(),
         };
         let endpoint = cfg
             .otlp_endpoint
@@ -42,17 +45,30 @@ impl Telemetry {
         let provider = match endpoint {
             Some(endpoint) => {
                 use opentelemetry_otlp::WithExportConfig;
-                let exporter =
-                    opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(endpoint).build()?;
-                let resource = opentelemetry_sdk::Resource::builder().with_service_name(service_name.to_owned()).build();
-                Some(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_tonic()
+                    .with_endpoint(endpoint)
+                    .build()?;
+                let resource = opentelemetry_sdk::Resource::builder()
+                    .with_service_name(service_name.to_owned())
+                    .build();
+                Some(
+                    SdkTracerProvider::builder()
+                        .with_batch_exporter(exporter)
+                        .with_resource(resource)
+                        .build(),
+                )
             }
             None => None,
         };
         let otel = provider
             .as_ref()
             .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
-        tracing_subscriber::registry().with(filter).with(fmt).with(otel).try_init()?;
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(fmt)
+            .with(otel)
+            .try_init()?;
         Ok(Telemetry { provider })
     }
 
@@ -66,8 +82,13 @@ impl Telemetry {
 
 /// The span of one incoming request, child of the caller's trace context when one was sent.
 pub fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
-    let parent = global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(request.headers())));
-    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let parent =
+        global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(request.headers())));
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let span = tracing::info_span!(
         "grpc.request",
         otel.kind = "server",

@@ -12,16 +12,23 @@ mod process;
 mod spawn;
 
 pub use pg::{TestDb, cluster_dir, test_db, test_db_unmigrated};
-pub use process::{OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving};
+pub use process::{
+    OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
+};
 pub use spawn::{
-    Spawned, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office, spawn_orchestrator, spawn_ward, spec_of,
+    Spawned, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office, spawn_orchestrator,
+    spawn_ward, spec_of,
 };
 
 /// A random bearer credential for one test stack.
 pub fn random_token() -> String {
     use std::fmt::Write;
     let mut s = String::from("lychd-test-");
-    for b in uuid::Uuid::new_v4().as_bytes().iter().chain(uuid::Uuid::new_v4().as_bytes()) {
+    for b in uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .chain(uuid::Uuid::new_v4().as_bytes())
+    {
         let _ = write!(s, "{b:02x}");
     }
     s
@@ -34,5 +41,8 @@ pub fn target_dir() -> std::path::PathBuf {
     }
     let exe = std::env::current_exe().expect("invariant: a test binary knows its own path");
     // target/<profile>/deps/<test-binary>
-    exe.ancestors().nth(3).expect("invariant: test binaries live under target/<profile>/deps").to_owned()
+    exe.ancestors()
+        .nth(3)
+        .expect("invariant: test binaries live under target/<profile>/deps")
+        .to_owned()
 }

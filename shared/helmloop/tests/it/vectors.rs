@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use lychd_helmloop::{
-    Domain, ErrorCode, Omit, ParseOptions, canonicalize_with, digest_json_with, parse_with,
-    record_digest, binding_digest, to_canonical_vec, to_canonical_vec_omit,
+    Domain, ErrorCode, Omit, ParseOptions, binding_digest, canonicalize_with, digest_json_with,
+    parse_with, record_digest, to_canonical_vec, to_canonical_vec_omit,
 };
 use serde_json::Value as Json;
 
@@ -43,7 +43,12 @@ fn load() -> (Json, Vec<Vector>) {
 }
 
 fn check_positive(v: &Vector) -> Result<(), String> {
-    let expect = |k: &str| v.body[k].as_str().map(str::to_owned).ok_or(format!("no {k}"));
+    let expect = |k: &str| {
+        v.body[k]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(format!("no {k}"))
+    };
     let canonical = expect("canonical")?;
     let record_canonical = v.body["recordCanonical"]
         .as_str()
@@ -54,7 +59,10 @@ fn check_positive(v: &Vector) -> Result<(), String> {
     let streamed = canonicalize_with(&v.input, v.options, Omit::Nothing)
         .map_err(|e| format!("streaming canonicalize failed: {e}"))?;
     if streamed != canonical.as_bytes() {
-        return Err(format!("streamed canonical {:?}", String::from_utf8_lossy(&streamed)));
+        return Err(format!(
+            "streamed canonical {:?}",
+            String::from_utf8_lossy(&streamed)
+        ));
     }
     let streamed_record = canonicalize_with(&v.input, v.options, Omit::TopLevelDigest)
         .map_err(|e| format!("record canonicalize failed: {e}"))?;
@@ -76,7 +84,10 @@ fn check_positive(v: &Vector) -> Result<(), String> {
         return Err(format!("digests differ: record {rd} binding {bd}"));
     }
     if record_digest(&tree).map_err(|e| e.to_string())?.to_string() != record_digest_s
-        || binding_digest(&tree).map_err(|e| e.to_string())?.to_string() != binding_digest_s
+        || binding_digest(&tree)
+            .map_err(|e| e.to_string())?
+            .to_string()
+            != binding_digest_s
     {
         return Err("value digests differ".into());
     }
@@ -132,7 +143,12 @@ fn every_canonical_vector_holds() {
             failures.push(format!("{}: {e}", v.name));
         }
     }
-    assert!(failures.is_empty(), "{} vector(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} vector(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -148,9 +164,15 @@ fn vectors_cover_every_rule_and_count() {
     for c in ErrorCode::ALL {
         assert!(codes.contains(c.as_str()), "no negative vector for {c}");
     }
-    let positives = vectors.iter().filter(|v| v.body.get("canonical").is_some()).count();
+    let positives = vectors
+        .iter()
+        .filter(|v| v.body.get("canonical").is_some())
+        .count();
     assert_eq!(doc["positiveCount"].as_u64(), Some(positives as u64));
-    assert_eq!(doc["negativeCount"].as_u64(), Some((vectors.len() - positives) as u64));
+    assert_eq!(
+        doc["negativeCount"].as_u64(),
+        Some((vectors.len() - positives) as u64)
+    );
     // Both sort traps, every escape, both integer bounds, top-level-only digest removal.
     for required in [
         "sort-trap-astral-vs-e000-escaped",
