@@ -2,6 +2,7 @@
 //! and with the `grpcurl` operators use.
 
 mod devstack;
+mod inprocess;
 mod offices;
 mod roles;
 mod shutdown;

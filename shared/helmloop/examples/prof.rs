@@ -177,7 +177,9 @@ fn main() {
     let input = if which == "record" { record } else { doc };
     let n = if which == "record" { 200_000 } else { 2000 };
     let t = Instant::now();
-    for _ in 0..n { black_box(ours(black_box(input.as_bytes()))); }
+    for _ in 0..n {
+        black_box(ours(black_box(input.as_bytes())));
+    }
     let mb = input.len() as f64 * n as f64 / 1e6;
     println!("{which} ours {:.1} MB/s", mb / t.elapsed().as_secs_f64());
     let _ = baseline;

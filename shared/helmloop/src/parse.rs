@@ -17,6 +17,7 @@
 //! ([`crate::canonicalize`]).
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
@@ -63,12 +64,100 @@ pub fn is_nfc(s: &str) -> bool {
     s.is_ascii() || is_nfc_non_ascii(s)
 }
 
+/// Characters that are NFC quick-check `Yes` with canonical combining class 0
+/// (tested exhaustively against the tables): for the quick check they act like
+/// ASCII, resetting its state, so runs between them can be checked separately.
+#[inline]
+pub(crate) fn is_plain_starter(c: char) -> bool {
+    matches!(c, '\0'..='\u{2FF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7A3}')
+}
+
 fn is_nfc_non_ascii(s: &str) -> bool {
-    match is_nfc_quick(s.chars()) {
+    let mut result = IsNormalized::Yes;
+    let mut run_start = None;
+    for (i, c) in s.char_indices() {
+        if is_plain_starter(c) {
+            if let Some(start) = run_start.take() {
+                match is_nfc_quick(s[start..i].chars()) {
+                    IsNormalized::Yes => {}
+                    IsNormalized::No => return false,
+                    IsNormalized::Maybe => result = IsNormalized::Maybe,
+                }
+            }
+        } else if run_start.is_none() {
+            run_start = Some(i);
+        }
+    }
+    if let Some(start) = run_start {
+        match is_nfc_quick(s[start..].chars()) {
+            IsNormalized::Yes => {}
+            IsNormalized::No => return false,
+            IsNormalized::Maybe => result = IsNormalized::Maybe,
+        }
+    }
+    match result {
         IsNormalized::Yes => true,
         IsNormalized::No => false,
         IsNormalized::Maybe => s.chars().eq(s.nfc()),
     }
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Loads 8 bytes at `i` (little-endian), if there are 8.
+#[inline]
+pub(crate) fn load8(bytes: &[u8], i: usize) -> Option<u64> {
+    bytes
+        .get(i..i + 8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map(u64::from_le_bytes)
+}
+
+/// Non-zero when one of the 8 bytes of `w` is `"`, `\` or below 0x20; the
+/// lowest set bit marks the first such byte (SWAR: higher bits may be false
+/// positives after a true one, never before it).
+#[inline]
+pub(crate) fn stop_mask(w: u64) -> u64 {
+    #[inline]
+    fn zero_bytes(x: u64) -> u64 {
+        x.wrapping_sub(LO) & !x & HI
+    }
+    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
+    control | zero_bytes(w ^ (LO * u64::from(b'"'))) | zero_bytes(w ^ (LO * u64::from(b'\\')))
+}
+
+/// Index of the first byte at or after `i` that is `"`, `\` or a control
+/// character (or `bytes.len()`), and the OR of the bytes skipped.
+#[inline]
+pub(crate) fn scan_plain(bytes: &[u8], mut i: usize) -> (usize, u8) {
+    let mut high = 0u64;
+    while let Some(w) = load8(bytes, i) {
+        let m = stop_mask(w);
+        if m != 0 {
+            let n = (m.trailing_zeros() / 8) as usize;
+            let keep = if n == 0 { 0 } else { u64::MAX >> (64 - 8 * n) };
+            high |= w & keep;
+            i += n;
+            return (i, fold_high(high));
+        }
+        high |= w;
+        i += 8;
+    }
+    let mut tail = 0u8;
+    while let Some(&b) = bytes.get(i) {
+        if STRING_STOP[b as usize] {
+            break;
+        }
+        tail |= b;
+        i += 1;
+    }
+    (i, fold_high(high) | tail)
+}
+
+#[inline]
+fn fold_high(w: u64) -> u8 {
+    if w & HI != 0 { 0x80 } else { 0 }
 }
 
 /// Receives the parse events of one well-formed value, in document order.
@@ -361,54 +450,43 @@ impl<'a> Parser<'a> {
     fn string_token(&mut self) -> Result<(Decoded, bool), C14nError> {
         let bytes = self.bytes;
         let start = self.pos;
-        let mut i = start + 1;
-        let mut high = 0u8;
         // Fast path: no escape.
-        loop {
-            let Some(&b) = bytes.get(i) else {
-                return Err(C14nError::at(ErrorCode::Syntax, bytes.len()));
-            };
-            if STRING_STOP[b as usize] {
-                if b == b'"' {
-                    self.pos = i + 1;
-                    if high >= 0x80 && !is_nfc_non_ascii(&self.text[start + 1..i]) {
-                        return Err(C14nError::at(ErrorCode::NotNfc, start));
-                    }
-                    return Ok((Decoded::Input(start + 1, i), true));
+        let (mut i, high) = scan_plain(bytes, start + 1);
+        match bytes.get(i) {
+            None => return Err(C14nError::at(ErrorCode::Syntax, bytes.len())),
+            Some(b'"') => {
+                self.pos = i + 1;
+                if high >= 0x80 && !is_nfc_non_ascii(&self.text[start + 1..i]) {
+                    return Err(C14nError::at(ErrorCode::NotNfc, start));
                 }
-                if b == b'\\' {
-                    break;
-                }
-                return Err(C14nError::at(ErrorCode::ControlCharacter, i));
+                return Ok((Decoded::Input(start + 1, i), true));
             }
-            high |= b;
-            i += 1;
+            Some(b'\\') => {}
+            Some(_) => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
         }
         // Slow path: decode into scratch.
         let text = self.text;
         let scratch = &mut self.scratch;
         scratch.clear();
         scratch.push_str(&text[start + 1..i]);
+        let mut high = high;
         loop {
-            let Some(&b) = bytes.get(i) else {
-                return Err(C14nError::at(ErrorCode::Syntax, bytes.len()));
-            };
-            match b {
-                b'"' => break,
-                b'\\' => i = decode_escape(bytes, i, scratch)?,
-                0x00..=0x1F => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
-                _ => {
-                    let run_start = i;
-                    i += 1;
-                    while i < bytes.len() && !STRING_STOP[bytes[i] as usize] {
-                        i += 1;
-                    }
-                    scratch.push_str(&text[run_start..i]);
+            match bytes.get(i) {
+                None => return Err(C14nError::at(ErrorCode::Syntax, bytes.len())),
+                Some(b'"') => break,
+                Some(b'\\') => i = decode_escape(bytes, i, scratch)?,
+                Some(0x00..=0x1F) => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
+                Some(_) => {
+                    let (end, h) = scan_plain(bytes, i);
+                    high |= h;
+                    scratch.push_str(&text[i..end]);
+                    i = end;
                 }
             }
         }
         self.pos = i + 1;
-        if !is_nfc(scratch) {
+        // Escapes can produce non-ASCII too; check the decoded text.
+        if (high >= 0x80 || !scratch.is_ascii()) && !is_nfc_non_ascii(scratch) {
             return Err(C14nError::at(ErrorCode::NotNfc, start));
         }
         Ok((Decoded::Scratch, false))

@@ -70,14 +70,14 @@ pub fn provision_schema_sql(office: Office) -> String {
     )
 }
 
-/// SQL (as a superuser, connected to the database) closing the database-wide doors:
-/// nobody but owners creates schemas or temporary tables, nobody creates in `public`.
+/// SQL (as a superuser, from any database) closing the database-wide doors: nobody creates
+/// schemas or temporary tables. Not copied by `CREATE DATABASE … TEMPLATE`: run it per database.
 pub fn provision_database_sql(database: &str) -> String {
-    format!(
-        "REVOKE CREATE, TEMPORARY ON DATABASE \"{database}\" FROM PUBLIC;
-         REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
-    )
+    format!("REVOKE CREATE, TEMPORARY ON DATABASE \"{database}\" FROM PUBLIC;")
 }
+
+/// SQL (as a superuser, connected to the database): nobody creates in `public`.
+pub const PROVISION_PUBLIC_SCHEMA_SQL: &str = "REVOKE CREATE ON SCHEMA public FROM PUBLIC;";
 
 /// Every statement needed for all offices in one database.
 pub fn provision_all_sql(database: &str) -> Vec<String> {
@@ -86,6 +86,7 @@ pub fn provision_all_sql(database: &str) -> Vec<String> {
         out.push(provision_roles_sql(office));
     }
     out.push(provision_database_sql(database));
+    out.push(PROVISION_PUBLIC_SCHEMA_SQL.to_owned());
     for office in Office::ALL {
         out.push(provision_schema_sql(office));
     }

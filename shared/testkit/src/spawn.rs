@@ -61,12 +61,18 @@ impl Spawned {
 
 /// Serve `office` in-process on port 0 over a fresh migrated database.
 pub async fn spawn_office(office: Office) -> Spawned {
+    spawn_office_with(office, |_| {}).await
+}
+
+/// Like [`spawn_office`], with a chance to adjust the configuration first.
+pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeConfig)) -> Spawned {
     let db = crate::test_db().await;
     let token = crate::random_token();
     let mut config = OfficeConfig::defaults(office);
     config.server.listen = "127.0.0.1:0".parse().expect("loopback address");
     config.database.url = db.runtime_url(office);
     config.database.migrate_url = db.owner_url(office);
+    adjust(&mut config);
     let opts = lychd_runtime::db::connect_options(&config.database.url, None, office)
         .expect("runtime url");
     let pool = lychd_runtime::db::pool(opts, 4)
