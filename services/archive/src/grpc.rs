@@ -1,5 +1,6 @@
 //! gRPC handlers of `lychd.archive.v1.Archive`. Every call passes the authenticator first.
 
+use futures::future::BoxFuture;
 use lychd_proto::archive::v1::archive_server::{Archive, ArchiveServer};
 use lychd_proto::archive::v1::{DescribeRequest, DescribeResponse};
 use lychd_runtime::server::ServeContext;
@@ -25,9 +26,14 @@ impl Archive for ArchiveService {
     }
 }
 
-pub fn add_routes(ctx: &ServeContext, routes: Routes) -> Routes {
+/// Start the office: its routes, every call behind the authenticator.
+pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
+    Box::pin(async move { Ok(routes(&ctx)) })
+}
+
+fn routes(ctx: &ServeContext) -> Routes {
     let server = ArchiveServer::new(ArchiveService { ctx: ctx.clone() })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());
-    routes.add_service(InterceptedService::new(server, ctx.authenticator.clone()))
+    Routes::new(InterceptedService::new(server, ctx.authenticator.clone()))
 }

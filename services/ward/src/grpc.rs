@@ -1,5 +1,6 @@
 //! gRPC handlers of `lychd.ward.v1.Ward`. Every call passes the authenticator first.
 
+use futures::future::BoxFuture;
 use lychd_proto::ward::v1::ward_server::{Ward, WardServer};
 use lychd_proto::ward::v1::{DescribeRequest, DescribeResponse};
 use lychd_runtime::server::ServeContext;
@@ -25,9 +26,14 @@ impl Ward for WardService {
     }
 }
 
-pub fn add_routes(ctx: &ServeContext, routes: Routes) -> Routes {
+/// Start the office: its routes, every call behind the authenticator.
+pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
+    Box::pin(async move { Ok(routes(&ctx)) })
+}
+
+fn routes(ctx: &ServeContext) -> Routes {
     let server = WardServer::new(WardService { ctx: ctx.clone() })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());
-    routes.add_service(InterceptedService::new(server, ctx.authenticator.clone()))
+    Routes::new(InterceptedService::new(server, ctx.authenticator.clone()))
 }

@@ -19,6 +19,6 @@ pub fn spec() -> OfficeSpec {
     OfficeSpec {
         office: OFFICE,
         migrator: &MIGRATOR,
-        add_routes: grpc::add_routes,
+        start: grpc::start,
     }
 }

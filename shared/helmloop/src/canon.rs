@@ -10,8 +10,7 @@
 //! bytes without building a tree (the fast path used for digests of text).
 
 use crate::error::{C14nError, ErrorCode};
-use crate::parse::{self, MAX_DEPTH, ParseOptions, Sink};
-use crate::utf16::cmp_utf16;
+use crate::parse::{self, FrameKeys, MAX_DEPTH, ParseOptions, Sink};
 use crate::value::{MAX_SAFE_INTEGER, Value};
 
 /// The member a record digest leaves out (top level only).
@@ -52,18 +51,36 @@ pub fn canonicalize_into(
     omit: Omit,
     out: &mut Vec<u8>,
 ) -> Result<(), C14nError> {
-    let mut sink = CanonSink {
-        out: std::mem::take(out),
-        keys: String::new(),
-        members: Vec::new(),
-        frames: Vec::new(),
-        scratch: Vec::new(),
-        order: Vec::new(),
-        omit_top_digest: omit == Omit::TopLevelDigest,
-    };
+    let mut sink = CanonSink::new(std::mem::take(out), omit, false);
     let result = parse::run(input, options, &mut sink);
     *out = sink.out;
     result
+}
+
+/// Streams the canonical bytes of JSON `input` to `emit`, in order, without
+/// materializing the reordered top-level object (the digest fast path).
+pub(crate) fn canonicalize_chunks(
+    input: &[u8],
+    options: ParseOptions,
+    omit: Omit,
+    mut emit: impl FnMut(&[u8]),
+) -> Result<(), C14nError> {
+    let mut sink = CanonSink::new(Vec::with_capacity(input.len()), omit, true);
+    parse::run(input, options, &mut sink)?;
+    match &sink.top {
+        None => emit(&sink.out),
+        Some(top) => {
+            emit(&sink.out[..top.body_start]);
+            for (i, &(a, b)) in top.members.iter().enumerate() {
+                if i > 0 {
+                    emit(b",");
+                }
+                emit(&sink.out[a..b]);
+            }
+            emit(b"}");
+        }
+    }
+    Ok(())
 }
 
 /// Canonical bytes of `value`.
@@ -185,7 +202,12 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
     out.reserve(b.len() + 2);
     out.push(b'"');
     let mut run = 0;
-    for (i, &c) in b.iter().enumerate() {
+    let mut i = 0;
+    loop {
+        let (stop, _) = parse::scan_plain(b, i);
+        let Some(&c) = b.get(stop) else {
+            break;
+        };
         let short: &[u8] = match c {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -194,10 +216,9 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
             0x0A => b"\\n",
             0x0C => b"\\f",
             0x0D => b"\\r",
-            0x00..=0x1F => b"",
-            _ => continue,
+            _ => b"",
         };
-        out.extend_from_slice(&b[run..i]);
+        out.extend_from_slice(&b[run..stop]);
         if short.is_empty() {
             out.extend_from_slice(&[
                 b'\\',
@@ -210,17 +231,16 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
         } else {
             out.extend_from_slice(short);
         }
-        run = i + 1;
+        run = stop + 1;
+        i = stop + 1;
     }
     out.extend_from_slice(&b[run..]);
     out.push(b'"');
 }
 
-/// One member of an open object, as written to `out`.
+/// One member of an open object: its bytes in `out`.
 #[derive(Clone, Copy)]
 struct Member {
-    key_start: usize,
-    key_end: usize,
     start: usize,
     end: usize,
 }
@@ -231,7 +251,13 @@ struct Frame {
     count: usize,
     body_start: usize,
     member_base: usize,
-    key_base: usize,
+}
+
+/// The top-level object left unreordered: members in canonical order as
+/// ranges of `out` (the digest path hashes them in place).
+struct TopObject {
+    body_start: usize,
+    members: Vec<(usize, usize)>,
 }
 
 /// Streams canonical bytes: members of each object are written in document
@@ -239,16 +265,29 @@ struct Frame {
 /// not already in canonical order).
 struct CanonSink {
     out: Vec<u8>,
-    /// Decoded names of the members of all open objects.
-    keys: String,
     members: Vec<Member>,
     frames: Vec<Frame>,
     scratch: Vec<u8>,
     order: Vec<usize>,
     omit_top_digest: bool,
+    defer_top: bool,
+    top: Option<TopObject>,
 }
 
 impl CanonSink {
+    fn new(out: Vec<u8>, omit: Omit, defer_top: bool) -> Self {
+        CanonSink {
+            out,
+            members: Vec::new(),
+            frames: Vec::new(),
+            scratch: Vec::new(),
+            order: Vec::new(),
+            omit_top_digest: omit == Omit::TopLevelDigest,
+            defer_top,
+            top: None,
+        }
+    }
+
     #[inline]
     fn before_value(&mut self) {
         if let Some(f) = self.frames.last_mut()
@@ -269,7 +308,6 @@ impl CanonSink {
             count: 0,
             body_start: self.out.len(),
             member_base: self.members.len(),
-            key_base: self.keys.len(),
         });
     }
 }
@@ -294,6 +332,7 @@ impl Sink for CanonSink {
     fn string(&mut self, s: &str, clean: bool) {
         self.before_value();
         if clean {
+            self.out.reserve(s.len() + 2);
             self.out.push(b'"');
             self.out.extend_from_slice(s.as_bytes());
             self.out.push(b'"');
@@ -326,10 +365,9 @@ impl Sink for CanonSink {
             }
             f.count += 1;
         }
-        let key_start = self.keys.len();
-        self.keys.push_str(k);
         let start = self.out.len();
         if clean {
+            self.out.reserve(k.len() + 3);
             self.out.push(b'"');
             self.out.extend_from_slice(k.as_bytes());
             self.out.push(b'"');
@@ -337,42 +375,54 @@ impl Sink for CanonSink {
             write_escaped(&mut self.out, k);
         }
         self.out.push(b':');
-        self.members.push(Member {
-            key_start,
-            key_end: self.keys.len(),
-            start,
-            end: 0,
-        });
+        self.members.push(Member { start, end: 0 });
     }
 
-    fn end_object(&mut self) {
+    fn end_object(&mut self, keys: FrameKeys<'_>) {
         let Some(frame) = self.frames.pop() else {
             return;
         };
         let CanonSink {
             out,
-            keys,
             members,
             frames,
             scratch,
             order,
             omit_top_digest,
+            defer_top,
+            top,
         } = self;
         let ms = &mut members[frame.member_base..];
         if let Some(last) = ms.last_mut() {
             last.end = out.len();
         }
-        let key = |m: &Member| &keys[m.key_start..m.key_end];
-        let sorted = ms
-            .windows(2)
-            .all(|w| cmp_utf16(key(&w[0]), key(&w[1])).is_lt());
-        let omit = *omit_top_digest && frames.is_empty();
-        let has_digest = omit && ms.iter().any(|m| key(m) == DIGEST_MEMBER);
+        debug_assert_eq!(ms.len(), keys.len());
+        let n = ms.len().min(keys.len());
+        let sorted = (1..n).all(|i| keys.cmp(i - 1, i).is_lt());
+        let is_top = frames.is_empty();
+        let has_digest = *omit_top_digest && is_top && (0..n).any(|i| keys.get(i) == DIGEST_MEMBER);
+        if is_top && *defer_top {
+            order.clear();
+            order.extend(0..n);
+            if !sorted {
+                order.sort_unstable_by(|&a, &b| keys.cmp(a, b));
+            }
+            *top = Some(TopObject {
+                body_start: frame.body_start,
+                members: order
+                    .iter()
+                    .filter(|&&i| !(has_digest && keys.get(i) == DIGEST_MEMBER))
+                    .map(|&i| (ms[i].start, ms[i].end))
+                    .collect(),
+            });
+            members.truncate(frame.member_base);
+            return;
+        }
         if !sorted || has_digest {
             order.clear();
-            order.extend(0..ms.len());
+            order.extend(0..n);
             if !sorted {
-                order.sort_unstable_by(|&a, &b| cmp_utf16(key(&ms[a]), key(&ms[b])));
+                order.sort_unstable_by(|&a, &b| keys.cmp(a, b));
             }
             let base = frame.body_start;
             scratch.clear();
@@ -380,10 +430,10 @@ impl Sink for CanonSink {
             out.truncate(base);
             let mut first = true;
             for &idx in order.iter() {
-                let m = ms[idx];
-                if has_digest && key(&m) == DIGEST_MEMBER {
+                if has_digest && keys.get(idx) == DIGEST_MEMBER {
                     continue;
                 }
+                let m = ms[idx];
                 if !first {
                     out.push(b',');
                 }
@@ -393,6 +443,5 @@ impl Sink for CanonSink {
         }
         out.push(b'}');
         members.truncate(frame.member_base);
-        keys.truncate(frame.key_base);
     }
 }

@@ -155,8 +155,11 @@ pub fn digest_json_with(
     input: &[u8],
     options: ParseOptions,
 ) -> Result<Digest, C14nError> {
-    let canonical = canon::canonicalize_with(input, options, domain.omit())?;
-    Ok(digest_canonical(domain, &canonical))
+    let mut h = Sha256::new();
+    h.update(domain.prefix().as_bytes());
+    h.update([0u8]);
+    canon::canonicalize_chunks(input, options, domain.omit(), |chunk| h.update(chunk))?;
+    Ok(Digest(h.finalize().into()))
 }
 
 #[cfg(test)]

@@ -69,7 +69,15 @@ pub fn is_nfc(s: &str) -> bool {
 /// ASCII, resetting its state, so runs between them can be checked separately.
 #[inline]
 pub(crate) fn is_plain_starter(c: char) -> bool {
-    matches!(c, '\0'..='\u{2FF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7A3}')
+    matches!(
+        c,
+        '\0'..='\u{2FF}'
+            | '\u{3041}'..='\u{3096}'
+            | '\u{30A1}'..='\u{30FA}'
+            | '\u{4E00}'..='\u{9FFF}'
+            | '\u{AC00}'..='\u{D7A3}'
+            | '\u{1F300}'..='\u{1FAFF}'
+    )
 }
 
 fn is_nfc_non_ascii(s: &str) -> bool {
@@ -174,7 +182,8 @@ pub(crate) trait Sink {
     fn end_array(&mut self);
     fn begin_object(&mut self);
     fn key(&mut self, k: &str, clean: bool);
-    fn end_object(&mut self);
+    /// `keys` are the decoded member names in document order.
+    fn end_object(&mut self, keys: FrameKeys<'_>);
 }
 
 /// Runs the strict parser over `input`, feeding `sink`.
@@ -298,7 +307,10 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            sink.end_object();
+            sink.end_object(FrameKeys {
+                buf: "",
+                spans: &[],
+            });
             return Ok(());
         }
         self.keys.push_frame();
@@ -337,8 +349,8 @@ impl<'a> Parser<'a> {
                 _ => return Err(self.syntax()),
             }
         }
+        sink.end_object(self.keys.current());
         self.keys.pop_frame();
-        sink.end_object();
         Ok(())
     }
 
@@ -469,7 +481,6 @@ impl<'a> Parser<'a> {
         let scratch = &mut self.scratch;
         scratch.clear();
         scratch.push_str(&text[start + 1..i]);
-        let mut high = high;
         loop {
             match bytes.get(i) {
                 None => return Err(C14nError::at(ErrorCode::Syntax, bytes.len())),
@@ -477,8 +488,7 @@ impl<'a> Parser<'a> {
                 Some(b'\\') => i = decode_escape(bytes, i, scratch)?,
                 Some(0x00..=0x1F) => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
                 Some(_) => {
-                    let (end, h) = scan_plain(bytes, i);
-                    high |= h;
+                    let (end, _) = scan_plain(bytes, i);
                     scratch.push_str(&text[i..end]);
                     i = end;
                 }
@@ -486,7 +496,7 @@ impl<'a> Parser<'a> {
         }
         self.pos = i + 1;
         // Escapes can produce non-ASCII too; check the decoded text.
-        if (high >= 0x80 || !scratch.is_ascii()) && !is_nfc_non_ascii(scratch) {
+        if !is_nfc(scratch) {
             return Err(C14nError::at(ErrorCode::NotNfc, start));
         }
         Ok((Decoded::Scratch, false))
@@ -551,29 +561,88 @@ fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14n
     Ok(i + 2)
 }
 
-/// Detects duplicate member names, object by object.
+/// A member name's place in the key buffer plus its sort prefix.
+#[derive(Clone, Copy)]
+pub(crate) struct KeySpan {
+    start: usize,
+    end: usize,
+    /// First 8 bytes, big-endian, with lead bytes `F0..F4` moved below `EE..EF`
+    /// so that comparing prefixes agrees with UTF-16 code-unit order; ties are
+    /// broken by [`cmp_utf16`] on the whole names.
+    prefix: u64,
+}
+
+/// The sort prefix of a name (see [`KeySpan::prefix`]).
+#[inline]
+fn sort_prefix(k: &[u8]) -> u64 {
+    let mut p = 0u64;
+    for i in 0..8 {
+        let b = k.get(i).copied().unwrap_or(0);
+        let t = match b {
+            0xF0..=0xF4 => b - 2,
+            0xEE..=0xEF => b + 5,
+            _ => b,
+        };
+        p = (p << 8) | u64::from(t);
+    }
+    p
+}
+
+/// Decoded member names of the innermost open object, in document order.
+pub(crate) struct FrameKeys<'k> {
+    buf: &'k str,
+    spans: &'k [KeySpan],
+}
+
+impl<'k> FrameKeys<'k> {
+    /// Name of the `i`-th member.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> &'k str {
+        let s = self.spans[i];
+        &self.buf[s.start..s.end]
+    }
+
+    /// Number of members.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Compares names `a` and `b` in UTF-16 code-unit order.
+    #[inline]
+    pub(crate) fn cmp(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        let (x, y) = (self.spans[a], self.spans[b]);
+        x.prefix.cmp(&y.prefix).then_with(|| {
+            crate::utf16::cmp_utf16(&self.buf[x.start..x.end], &self.buf[y.start..y.end])
+        })
+    }
+}
+
+/// Member names of all open objects; detects duplicates object by object.
 #[derive(Default)]
 struct KeyTracker {
     buf: String,
-    spans: Vec<(usize, usize)>,
+    spans: Vec<KeySpan>,
     frames: Vec<KeyFrame>,
+    hasher: Option<std::collections::hash_map::RandomState>,
 }
 
 struct KeyFrame {
     span_base: usize,
     buf_base: usize,
-    /// Built once an object has more than `LINEAR_LIMIT` members.
-    set: Option<HashSet<Box<str>>>,
+    /// Randomly keyed hashes of the names, built once an object has more than
+    /// `LINEAR_LIMIT` members (so wide objects stay linear, even adversarial ones).
+    hashes: Option<HashSet<u64>>,
 }
 
-const LINEAR_LIMIT: usize = 16;
+const LINEAR_LIMIT: usize = 32;
 
 impl KeyTracker {
     fn push_frame(&mut self) {
         self.frames.push(KeyFrame {
             span_base: self.spans.len(),
             buf_base: self.buf.len(),
-            set: None,
+            hashes: None,
         });
     }
 
@@ -584,30 +653,54 @@ impl KeyTracker {
         }
     }
 
+    /// Names of the innermost open object.
+    fn current(&self) -> FrameKeys<'_> {
+        let base = self.frames.last().map_or(0, |f| f.span_base);
+        FrameKeys {
+            buf: &self.buf,
+            spans: &self.spans[base..],
+        }
+    }
+
     /// Records `k` in the innermost object; false when it was already there.
     fn insert(&mut self, k: &str) -> bool {
         let Some(frame) = self.frames.last_mut() else {
             return true;
         };
-        if let Some(set) = frame.set.as_mut() {
-            return set.insert(k.into());
-        }
+        let prefix = sort_prefix(k.as_bytes());
         let existing = &self.spans[frame.span_base..];
-        if existing.iter().any(|&(a, b)| &self.buf[a..b] == k) {
-            return false;
-        }
-        if existing.len() < LINEAR_LIMIT {
-            let a = self.buf.len();
-            self.buf.push_str(k);
-            self.spans.push((a, self.buf.len()));
+        let linear_dup = |buf: &str| {
+            existing.iter().any(|s| {
+                s.prefix == prefix && s.end - s.start == k.len() && &buf[s.start..s.end] == k
+            })
+        };
+        if let Some(hashes) = frame.hashes.as_mut() {
+            let state = self.hasher.get_or_insert_with(Default::default);
+            // A repeated hash is a duplicate unless it is a 64-bit collision.
+            if !hashes.insert(state.hash_one(k)) && linear_dup(&self.buf) {
+                return false;
+            }
         } else {
-            let mut set: HashSet<Box<str>> = existing
-                .iter()
-                .map(|&(a, b)| self.buf[a..b].into())
-                .collect();
-            set.insert(k.into());
-            frame.set = Some(set);
+            if linear_dup(&self.buf) {
+                return false;
+            }
+            if existing.len() >= LINEAR_LIMIT {
+                let state = self.hasher.get_or_insert_with(Default::default);
+                let mut hashes: HashSet<u64> = existing
+                    .iter()
+                    .map(|s| state.hash_one(&self.buf[s.start..s.end]))
+                    .collect();
+                hashes.insert(state.hash_one(k));
+                frame.hashes = Some(hashes);
+            }
         }
+        let start = self.buf.len();
+        self.buf.push_str(k);
+        self.spans.push(KeySpan {
+            start,
+            end: self.buf.len(),
+            prefix,
+        });
         true
     }
 }
@@ -667,7 +760,7 @@ impl Sink for TreeSink {
             *key = Some(k.to_owned());
         }
     }
-    fn end_object(&mut self) {
+    fn end_object(&mut self, _keys: FrameKeys<'_>) {
         if let Some(Partial::Object(members, _)) = self.stack.pop() {
             // The parser has rejected duplicate names already.
             self.push(Value::Object(Map::from_unique(members)));
@@ -820,6 +913,127 @@ mod tests {
             let e = parse(input.as_bytes()).unwrap_err();
             let shown = format!("{e} {e:?}");
             assert!(!shown.contains(secret), "message echoes input: {shown}");
+        }
+    }
+
+    #[test]
+    fn plain_starters_are_nfc_yes_with_combining_class_zero() {
+        use unicode_normalization::char::canonical_combining_class;
+        let ranges = [
+            ('\0', '\u{2FF}'),
+            ('\u{3041}', '\u{3096}'),
+            ('\u{30A1}', '\u{30FA}'),
+            ('\u{4E00}', '\u{9FFF}'),
+            ('\u{AC00}', '\u{D7A3}'),
+            ('\u{1F300}', '\u{1FAFF}'),
+        ];
+        let mut checked = 0;
+        for (lo, hi) in ranges {
+            for c in lo..=hi {
+                assert!(is_plain_starter(c));
+                assert_eq!(canonical_combining_class(c), 0, "{c:?}");
+                assert_eq!(is_nfc_quick(std::iter::once(c)), IsNormalized::Yes, "{c:?}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 0x300 + 0x56 + 0x5A + 0x5200 + 0x2BA4 + 0x800);
+        assert!(!is_plain_starter('\u{300}') && !is_plain_starter('\u{3099}'));
+    }
+
+    #[test]
+    fn nfc_fast_path_agrees_with_full_check() {
+        let samples = [
+            "caf\u{e9}",
+            "cafe\u{301}",
+            "\u{e9}\u{301}",
+            "\u{1100}\u{1161}",
+            "\u{ac00}\u{11a8}",
+            "\u{d55c}\u{ad6d}\u{c5b4}",
+            "\u{4e2d}\u{6587}\u{3099}",
+            "\u{30ab}\u{3099}",
+            "a\u{323}\u{307}",
+            "a\u{307}\u{323}",
+            "\u{212b}",
+            "\u{1f600}x\u{e000}",
+            "\u{f900}",
+        ];
+        for s in samples {
+            assert_eq!(is_nfc(s), s.chars().eq(s.nfc()), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn sort_prefix_agrees_with_utf16_order() {
+        let names = [
+            "",
+            "\0",
+            "a",
+            "a\0",
+            "ab",
+            "abcdefgh",
+            "abcdefghi",
+            "abcdefgh\u{e000}",
+            "abcdefgh\u{1f600}",
+            "\u{e000}",
+            "\u{ffff}",
+            "\u{1f600}",
+            "\u{10000}",
+            "\u{d7ff}",
+            "\u{7f}",
+            "\u{80}",
+            "\u{e9}",
+            "10",
+            "9",
+            "1",
+            "\u{e000}a",
+            "\u{1f600}a",
+        ];
+        let mut buf = String::new();
+        let mut spans = Vec::new();
+        for n in names {
+            let start = buf.len();
+            buf.push_str(n);
+            spans.push(KeySpan {
+                start,
+                end: buf.len(),
+                prefix: sort_prefix(n.as_bytes()),
+            });
+        }
+        let keys = FrameKeys {
+            buf: &buf,
+            spans: &spans,
+        };
+        for a in 0..names.len() {
+            for b in 0..names.len() {
+                let want = names[a].encode_utf16().cmp(names[b].encode_utf16());
+                assert_eq!(keys.cmp(a, b), want, "{:?} vs {:?}", names[a], names[b]);
+                if want.is_ne() && keys.spans[a].prefix != keys.spans[b].prefix {
+                    assert_eq!(keys.spans[a].prefix.cmp(&keys.spans[b].prefix), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn swar_scan_finds_the_first_stop_byte() {
+        for len in 0..40 {
+            for stop in [b'"', b'\\', 0x00, 0x1F, 0x0A] {
+                for at in 0..=len {
+                    let mut v = vec![b'a'; len];
+                    v.extend_from_slice("\u{e9}".as_bytes());
+                    if at < len {
+                        v[at] = stop;
+                    }
+                    let (i, high) = scan_plain(&v, 0);
+                    let want = if at < len { at } else { v.len() };
+                    assert_eq!(i, want, "len {len} stop {stop} at {at}");
+                    assert_eq!(
+                        high >= 0x80,
+                        at >= len,
+                        "non-ascii seen only when scanned past"
+                    );
+                }
+            }
         }
     }
 

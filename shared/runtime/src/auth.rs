@@ -72,3 +72,28 @@ impl tonic::service::Interceptor for Authenticator {
         self.check(request)
     }
 }
+
+/// Who made a request, as resolved by the authentication layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Ward's identifier of the principal.
+    pub id: String,
+    /// `human`, `service`, `peer` or `node`.
+    pub kind: String,
+    /// Policy generation the decision was made under.
+    pub policy_generation: i64,
+    /// Revocation generation the decision was made under.
+    pub revocation_generation: i64,
+}
+
+impl Principal {
+    /// The holder of the interim stack credential (docs/adr/0002).
+    pub fn stack() -> Self {
+        Principal {
+            id: "stack".into(),
+            kind: "service".into(),
+            policy_generation: 0,
+            revocation_generation: 0,
+        }
+    }
+}

@@ -18,14 +18,14 @@ use crate::auth::Authenticator;
 use crate::client::Outgoing;
 use crate::config::{OfficeConfig, Secrets, load_secret};
 use crate::health::HealthState;
-use crate::server::{AddRoutes, ServeContext, Stopped, serve};
+use crate::server::{ServeContext, Start, Stopped, serve};
 use crate::telemetry::Telemetry;
 
 /// What an office binary hands to [`main`].
 pub struct OfficeSpec {
     pub office: Office,
     pub migrator: &'static Migrator,
-    pub add_routes: AddRoutes,
+    pub start: Start,
 }
 
 #[derive(Parser, Debug)]
@@ -253,7 +253,21 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
     };
-    let result = serve(ctx, listener, spec.add_routes, first_signal()).await;
+    let routes = match (spec.start)(ctx.clone()).await {
+        Ok(routes) => routes,
+        Err(e) => {
+            let code = if e.downcast_ref::<crate::config::ConfigError>().is_some() {
+                2
+            } else {
+                1
+            };
+            tracing::error!(office = %office, error = %e, "start-up refused");
+            eprintln!("lychd-{office}: refusing to serve: {e}");
+            pool.close().await;
+            return ExitCode::from(code);
+        }
+    };
+    let result = serve(ctx, listener, routes, first_signal()).await;
     pool.close().await;
     match result {
         Ok(Stopped::Drained) => {

@@ -27,6 +27,13 @@ pub struct OfficeConfig {
     /// Offices this office calls, by office name.
     #[serde(default)]
     pub peers: BTreeMap<String, PeerConfig>,
+    /// The office's own settings (`[office]`), read with [`OfficeConfig::office_section`] by
+    /// the office, which rejects unknown fields there too.
+    #[serde(default)]
+    pub office: toml::Table,
+    /// The file this configuration came from (for error messages).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,6 +123,8 @@ impl OfficeConfig {
             },
             auth: AuthConfig { token_file: None },
             peers: BTreeMap::new(),
+            office: toml::Table::new(),
+            source: None,
         }
     }
 
@@ -207,6 +216,26 @@ impl OfficeConfig {
             }
         }
         Ok(())
+    }
+
+    /// Deserialize the office's own `[office]` section; errors name the file and the field.
+    pub fn office_section<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        serde_path_to_error::deserialize(toml::Value::Table(self.office.clone())).map_err(|e| {
+            let path = e.path().to_string();
+            ConfigError::Invalid {
+                origin: self
+                    .source
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "configuration".into()),
+                field: if path == "." {
+                    "office".into()
+                } else {
+                    format!("office.{path}")
+                },
+                message: e.into_inner().to_string(),
+            }
+        })
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -441,6 +470,46 @@ mod tests {
             actual == expected,
             "{} is stale: rerun this test with LYCHD_BLESS=1",
             path.display()
+        );
+    }
+
+    #[test]
+    fn office_section_errors_name_file_and_field() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)] // read through Debug only
+        struct Registry {
+            animators: Vec<Animator>,
+        }
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)] // read through Debug only
+        struct Animator {
+            name: String,
+        }
+        let dir = tempfile::tempdir().expect("tmp");
+        let ok = write(
+            dir.path(),
+            "ok.toml",
+            "[[office.animators]]\nname = \"a\"\n",
+        );
+        let cfg = OfficeConfig::load(Office::Dispatcher, Some(&ok), no_env()).expect("loads");
+        let registry: Registry = cfg.office_section().expect("section");
+        assert_eq!(registry.animators[0].name, "a");
+
+        let bad = write(
+            dir.path(),
+            "bad.toml",
+            "[[office.animators]]\nname = \"a\"\nport = 3\n",
+        );
+        let cfg = OfficeConfig::load(Office::Dispatcher, Some(&bad), no_env()).expect("loads");
+        let text = cfg
+            .office_section::<Registry>()
+            .expect_err("unknown")
+            .to_string();
+        assert!(
+            text.contains(&bad.display().to_string()) && text.contains("office.animators[0]"),
+            "{text}"
         );
     }
 

@@ -41,10 +41,37 @@ impl ServeContext {
     pub fn max_message_bytes(&self) -> usize {
         self.config.server.max_message_bytes
     }
+
+    /// Decide whether the caller of `request` may perform `action` (`<office>:<verb>`) on
+    /// `object` (`<type>:<id>` or `<type>:*`). Handlers call this first, with the action and
+    /// object declared next to them, and again (`authorize` once more) immediately before an
+    /// effect. Refusals are `UNAUTHENTICATED` or `PERMISSION_DENIED` with a stable reason.
+    ///
+    /// Interim (docs/adr/0002): the interceptor already verified the stack credential, whose
+    /// holder may do everything; Ward I replaces this with a call to Ward.
+    pub async fn authorize<T>(
+        &self,
+        request: &tonic::Request<T>,
+        action: &str,
+        object: &str,
+    ) -> Result<crate::auth::Principal, tonic::Status> {
+        let _ = (action, object);
+        match request.metadata().get("authorization") {
+            Some(_) => Ok(crate::auth::Principal::stack()),
+            None => Err(crate::status::refusal(
+                tonic::Code::Unauthenticated,
+                "lychd.runtime",
+                "CREDENTIAL_MISSING",
+                "missing bearer credential",
+            )),
+        }
+    }
 }
 
-/// Adds the office's own service(s) to the router. Each office passes one of these.
-pub type AddRoutes = fn(&ServeContext, Routes) -> Routes;
+/// Starts the office: reads its `[office]` configuration, builds its state and returns the
+/// router with its own service(s) (health and reflection are added by the runtime). An error
+/// refuses start-up; a [`crate::config::ConfigError`] inside it exits with the config code.
+pub type Start = fn(ServeContext) -> futures::future::BoxFuture<'static, anyhow::Result<Routes>>;
 
 /// How serving ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +86,7 @@ pub enum Stopped {
 pub async fn serve(
     ctx: ServeContext,
     listener: TcpListener,
-    add_routes: AddRoutes,
+    routes: Routes,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Stopped> {
     let cfg = ctx.config.clone();
@@ -83,11 +110,10 @@ pub async fn serve(
         v1alpha = v1alpha.with_service_name(name);
     }
 
-    let routes = Routes::default()
+    let routes = routes
         .add_service(health.server())
         .add_service(v1.build_v1()?)
         .add_service(v1alpha.build_v1alpha()?);
-    let routes = add_routes(&ctx, routes);
 
     let layers = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
@@ -146,12 +172,13 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    /// Bind `ctx.config.server.listen` (port 0 is fine) and serve in a task.
-    pub async fn start(ctx: ServeContext, add_routes: AddRoutes) -> anyhow::Result<Self> {
+    /// Start the office, bind `ctx.config.server.listen` (port 0 is fine) and serve in a task.
+    pub async fn start(ctx: ServeContext, start: Start) -> anyhow::Result<Self> {
+        let routes = start(ctx.clone()).await?;
         let listener = TcpListener::bind(ctx.config.server.listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(ctx, listener, add_routes, async move {
+        let task = tokio::spawn(serve(ctx, listener, routes, async move {
             let _ = stopped.await;
         }));
         Ok(InProcess {

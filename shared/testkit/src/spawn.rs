@@ -87,7 +87,7 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
         outgoing: Outgoing::new(&secret).expect("test token is ascii"),
         health: HealthState::new(&[office.grpc_service()]),
     };
-    let server = InProcess::start(ctx.clone(), spec_of(office).add_routes)
+    let server = InProcess::start(ctx.clone(), spec_of(office).start)
         .await
         .expect("office starts");
     Spawned {
