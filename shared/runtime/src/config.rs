@@ -158,9 +158,10 @@ impl OfficeConfig {
             prefix: prefix.clone(),
             vars,
         });
-        let cfg: OfficeConfig = fig
+        let mut cfg: OfficeConfig = fig
             .extract()
             .map_err(|e| ConfigError::from_figment(e, file, &prefix))?;
+        cfg.source = file.map(Path::to_owned);
         cfg.validate(file)?;
         Ok(cfg)
     }
