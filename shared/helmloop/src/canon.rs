@@ -123,7 +123,7 @@ fn write_key(out: &mut Vec<u8>, k: &str) -> Result<(), C14nError> {
     if !parse::is_nfc(k) {
         return Err(C14nError::in_value(ErrorCode::NotNfc));
     }
-    write_escaped(out, k);
+    write_escaped(out, k.as_bytes());
     out.push(b':');
     Ok(())
 }
@@ -143,7 +143,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), C14
             if !parse::is_nfc(s) {
                 return Err(C14nError::in_value(ErrorCode::NotNfc));
             }
-            write_escaped(out, s);
+            write_escaped(out, s.as_bytes());
         }
         Value::Array(items) => {
             if depth >= MAX_DEPTH {
@@ -197,8 +197,7 @@ fn write_int(out: &mut Vec<u8>, n: i64) {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Writes `s` as a canonical JSON string literal.
-pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
-    let b = s.as_bytes();
+pub(crate) fn write_escaped(out: &mut Vec<u8>, b: &[u8]) {
     out.reserve(b.len() + 2);
     out.push(b'"');
     let mut run = 0;
@@ -236,6 +235,17 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&b[run..]);
     out.push(b'"');
+}
+
+/// Fills `order` with the member indices `0..n` in canonical order.
+fn sort_order(order: &mut Vec<usize>, keys: &FrameKeys<'_>, n: usize, sorted: bool) {
+    order.clear();
+    order.extend(0..n);
+    if !sorted {
+        // Integer prefixes decide almost always; equal prefixes fall back to
+        // the full comparison inside `FrameKeys::cmp`.
+        order.sort_unstable_by(|&a, &b| keys.cmp(a, b));
+    }
 }
 
 /// One member of an open object: its bytes in `out`.
@@ -313,48 +323,52 @@ impl CanonSink {
 }
 
 impl Sink for CanonSink {
+    #[inline]
     fn null(&mut self) {
         self.before_value();
         self.out.extend_from_slice(b"null");
     }
 
+    #[inline]
     fn boolean(&mut self, b: bool) {
         self.before_value();
         self.out
             .extend_from_slice(if b { b"true" as &[u8] } else { b"false" });
     }
 
-    fn int(&mut self, _n: i64, raw: &str) {
+    #[inline]
+    fn int(&mut self, _n: i64, raw: &[u8]) {
         self.before_value();
-        self.out.extend_from_slice(raw.as_bytes());
+        self.out.extend_from_slice(raw);
     }
 
-    fn string(&mut self, s: &str, clean: bool) {
+    #[inline]
+    fn string(&mut self, s: &[u8], token: Option<&[u8]>) {
         self.before_value();
-        if clean {
-            self.out.reserve(s.len() + 2);
-            self.out.push(b'"');
-            self.out.extend_from_slice(s.as_bytes());
-            self.out.push(b'"');
-        } else {
-            write_escaped(&mut self.out, s);
+        match token {
+            Some(t) => self.out.extend_from_slice(t),
+            None => write_escaped(&mut self.out, s),
         }
     }
 
+    #[inline]
     fn begin_array(&mut self) {
         self.open(false, b'[');
     }
 
+    #[inline]
     fn end_array(&mut self) {
         self.frames.pop();
         self.out.push(b']');
     }
 
+    #[inline]
     fn begin_object(&mut self) {
         self.open(true, b'{');
     }
 
-    fn key(&mut self, k: &str, clean: bool) {
+    #[inline]
+    fn key(&mut self, k: &[u8], token: Option<&[u8]>) {
         let out_len = self.out.len();
         if let Some(f) = self.frames.last_mut() {
             if f.count > 0 {
@@ -366,13 +380,9 @@ impl Sink for CanonSink {
             f.count += 1;
         }
         let start = self.out.len();
-        if clean {
-            self.out.reserve(k.len() + 3);
-            self.out.push(b'"');
-            self.out.extend_from_slice(k.as_bytes());
-            self.out.push(b'"');
-        } else {
-            write_escaped(&mut self.out, k);
+        match token {
+            Some(t) => self.out.extend_from_slice(t),
+            None => write_escaped(&mut self.out, k),
         }
         self.out.push(b':');
         self.members.push(Member { start, end: 0 });
@@ -400,18 +410,15 @@ impl Sink for CanonSink {
         let n = ms.len().min(keys.len());
         let sorted = (1..n).all(|i| keys.cmp(i - 1, i).is_lt());
         let is_top = frames.is_empty();
-        let has_digest = *omit_top_digest && is_top && (0..n).any(|i| keys.get(i) == DIGEST_MEMBER);
+        let has_digest =
+            *omit_top_digest && is_top && (0..n).any(|i| keys.get(i) == DIGEST_MEMBER.as_bytes());
         if is_top && *defer_top {
-            order.clear();
-            order.extend(0..n);
-            if !sorted {
-                order.sort_unstable_by(|&a, &b| keys.cmp(a, b));
-            }
+            sort_order(order, &keys, n, sorted);
             *top = Some(TopObject {
                 body_start: frame.body_start,
                 members: order
                     .iter()
-                    .filter(|&&i| !(has_digest && keys.get(i) == DIGEST_MEMBER))
+                    .filter(|&&i| !(has_digest && keys.get(i) == DIGEST_MEMBER.as_bytes()))
                     .map(|&i| (ms[i].start, ms[i].end))
                     .collect(),
             });
@@ -419,18 +426,14 @@ impl Sink for CanonSink {
             return;
         }
         if !sorted || has_digest {
-            order.clear();
-            order.extend(0..n);
-            if !sorted {
-                order.sort_unstable_by(|&a, &b| keys.cmp(a, b));
-            }
+            sort_order(order, &keys, n, sorted);
             let base = frame.body_start;
             scratch.clear();
             scratch.extend_from_slice(&out[base..]);
             out.truncate(base);
             let mut first = true;
             for &idx in order.iter() {
-                if has_digest && keys.get(idx) == DIGEST_MEMBER {
+                if has_digest && keys.get(idx) == DIGEST_MEMBER.as_bytes() {
                     continue;
                 }
                 let m = ms[idx];

@@ -3,14 +3,19 @@
 //! A general JSON parser keeps the last of two duplicate names and accepts
 //! fractions, so it cannot be the front end of a canonical digest. This parser
 //! checks every rule of the profile and reports the first violation with its
-//! code and byte offset:
+//! code and byte offset, in this precedence:
 //!
 //! 1. `C14N_TOO_LARGE` when the input exceeds the size cap (offset = the cap);
 //! 2. `C14N_BOM` for a leading UTF-8 (`EF BB BF`) or UTF-16 (`FE FF`, `FF FE`)
 //!    byte-order mark (offset 0);
-//! 3. `C14N_INVALID_UTF8` at the first byte that is not valid UTF-8 (the whole
-//!    input is checked before the grammar);
+//! 3. `C14N_INVALID_UTF8` at the first byte that is not valid UTF-8, wherever
+//!    it is in the input;
 //! 4. otherwise the first violation in document order.
+//!
+//! Outside strings the grammar admits only ASCII, so UTF-8 is validated inside
+//! strings, fused with the NFC check; when parsing fails for any reason the
+//! whole input is checked with `std::str::from_utf8` so that rule 3 keeps its
+//! precedence.
 //!
 //! The grammar is driven through a [`Sink`], so the same checks feed both the
 //! tree builder ([`parse`]) and the streaming canonicalizer
@@ -19,9 +24,11 @@
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
+use unicode_normalization::char::canonical_combining_class;
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use crate::error::{C14nError, ErrorCode};
+use crate::utf16::cmp_utf16_bytes;
 use crate::value::{MAX_SAFE_INTEGER, Map, Value};
 
 /// Maximum nesting depth of arrays and objects: 128 nested containers parse,
@@ -61,12 +68,12 @@ pub fn parse_with(input: &[u8], options: ParseOptions) -> Result<Value, C14nErro
 
 /// Whether `s` is in Unicode Normalization Form C (ASCII fast path).
 pub fn is_nfc(s: &str) -> bool {
-    s.is_ascii() || is_nfc_non_ascii(s)
+    matches!(check_text(s.as_bytes()), Ok(()))
 }
 
 /// Characters that are NFC quick-check `Yes` with canonical combining class 0
 /// (tested exhaustively against the tables): for the quick check they act like
-/// ASCII, resetting its state, so runs between them can be checked separately.
+/// ASCII and reset its state.
 #[inline]
 pub(crate) fn is_plain_starter(c: char) -> bool {
     matches!(
@@ -74,39 +81,140 @@ pub(crate) fn is_plain_starter(c: char) -> bool {
         '\0'..='\u{2FF}'
             | '\u{3041}'..='\u{3096}'
             | '\u{30A1}'..='\u{30FA}'
-            | '\u{4E00}'..='\u{9FFF}'
+            | '\u{3400}'..='\u{9FFF}'
             | '\u{AC00}'..='\u{D7A3}'
             | '\u{1F300}'..='\u{1FAFF}'
     )
 }
 
-fn is_nfc_non_ascii(s: &str) -> bool {
-    let mut result = IsNormalized::Yes;
-    let mut run_start = None;
-    for (i, c) in s.char_indices() {
-        if is_plain_starter(c) {
-            if let Some(start) = run_start.take() {
-                match is_nfc_quick(s[start..i].chars()) {
-                    IsNormalized::Yes => {}
-                    IsNormalized::No => return false,
-                    IsNormalized::Maybe => result = IsNormalized::Maybe,
-                }
+/// Why a string body was refused by [`check_text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextError {
+    Utf8,
+    NotNfc,
+}
+
+/// Decodes the UTF-8 character at `b[i]` (a byte >= 0x80), validating it per
+/// Unicode table 3-7 (no overlongs, no surrogates, nothing above U+10FFFF).
+#[inline]
+fn decode_utf8(b: &[u8], i: usize) -> Option<(char, usize)> {
+    #[inline]
+    fn cont(b: &[u8], i: usize) -> Option<u32> {
+        match b.get(i) {
+            Some(&c @ 0x80..=0xBF) => Some(u32::from(c & 0x3F)),
+            _ => None,
+        }
+    }
+    let lead = *b.get(i)?;
+    let (cp, len) = match lead {
+        0xC2..=0xDF => ((u32::from(lead & 0x1F) << 6) | cont(b, i + 1)?, 2),
+        0xE0..=0xEF => {
+            let second = *b.get(i + 1)?;
+            let ok = match lead {
+                0xE0 => (0xA0..=0xBF).contains(&second),
+                0xED => (0x80..=0x9F).contains(&second),
+                _ => (0x80..=0xBF).contains(&second),
+            };
+            if !ok {
+                return None;
             }
-        } else if run_start.is_none() {
-            run_start = Some(i);
+            let cp =
+                (u32::from(lead & 0x0F) << 12) | (u32::from(second & 0x3F) << 6) | cont(b, i + 2)?;
+            (cp, 3)
         }
-    }
-    if let Some(start) = run_start {
-        match is_nfc_quick(s[start..].chars()) {
+        0xF0..=0xF4 => {
+            let second = *b.get(i + 1)?;
+            let ok = match lead {
+                0xF0 => (0x90..=0xBF).contains(&second),
+                0xF4 => (0x80..=0x8F).contains(&second),
+                _ => (0x80..=0xBF).contains(&second),
+            };
+            if !ok {
+                return None;
+            }
+            let cp = (u32::from(lead & 0x07) << 18)
+                | (u32::from(second & 0x3F) << 12)
+                | (cont(b, i + 2)? << 6)
+                | cont(b, i + 3)?;
+            (cp, 4)
+        }
+        _ => return None,
+    };
+    Some((char::from_u32(cp)?, len))
+}
+
+/// Checks that `b` is valid UTF-8 and in NFC, in one pass.
+///
+/// The NFC part is the quick check of UAX #15 (combining-class order plus the
+/// NFC_QC property); a `Maybe` answer falls back to full normalization.
+fn check_text(b: &[u8]) -> Result<(), TextError> {
+    let mut maybe = false;
+    let mut last_cc = 0u8;
+    let mut i = 0;
+    while i < b.len() {
+        // ASCII: starters with NFC_QC=Yes; skip them eight at a time.
+        let ascii_start = i;
+        while let Some(w) = load8(b, i) {
+            let high = w & HI;
+            if high != 0 {
+                i += (high.trailing_zeros() / 8) as usize;
+                break;
+            }
+            i += 8;
+        }
+        while i < b.len() && b[i] < 0x80 {
+            i += 1;
+        }
+        if i > ascii_start {
+            last_cc = 0;
+        }
+        if i >= b.len() {
+            break;
+        }
+        let (c, len) = decode_utf8(b, i).ok_or(TextError::Utf8)?;
+        i += len;
+        if is_plain_starter(c) {
+            last_cc = 0;
+            continue;
+        }
+        let cc = canonical_combining_class(c);
+        if cc != 0 && last_cc > cc {
+            return Err(TextError::NotNfc);
+        }
+        match is_nfc_quick(std::iter::once(c)) {
             IsNormalized::Yes => {}
-            IsNormalized::No => return false,
-            IsNormalized::Maybe => result = IsNormalized::Maybe,
+            IsNormalized::No => return Err(TextError::NotNfc),
+            IsNormalized::Maybe => maybe = true,
+        }
+        last_cc = cc;
+    }
+    if maybe {
+        let chars = Utf8Chars { b, i: 0 };
+        if !chars.clone().eq(chars.nfc()) {
+            return Err(TextError::NotNfc);
         }
     }
-    match result {
-        IsNormalized::Yes => true,
-        IsNormalized::No => false,
-        IsNormalized::Maybe => s.chars().eq(s.nfc()),
+    Ok(())
+}
+
+/// Characters of bytes already validated by [`check_text`].
+#[derive(Clone)]
+struct Utf8Chars<'b> {
+    b: &'b [u8],
+    i: usize,
+}
+
+impl Iterator for Utf8Chars<'_> {
+    type Item = char;
+    fn next(&mut self) -> Option<char> {
+        let lead = *self.b.get(self.i)?;
+        if lead < 0x80 {
+            self.i += 1;
+            return Some(char::from(lead));
+        }
+        let (c, len) = decode_utf8(self.b, self.i)?;
+        self.i += len;
+        Some(c)
     }
 }
 
@@ -170,18 +278,19 @@ fn fold_high(w: u64) -> u8 {
 
 /// Receives the parse events of one well-formed value, in document order.
 ///
-/// `clean` tells that the raw string token had no escape, so its decoded text
-/// is also its canonical serialization body. `raw` of an integer is its token,
-/// which the grammar makes canonical.
+/// Strings and names arrive as valid, NFC UTF-8 bytes. `token` is the raw
+/// quoted token when it had no escape: then it is also the canonical
+/// serialization of the string. `raw` of an integer is its token, which the grammar
+/// makes canonical.
 pub(crate) trait Sink {
     fn null(&mut self);
     fn boolean(&mut self, b: bool);
-    fn int(&mut self, n: i64, raw: &str);
-    fn string(&mut self, s: &str, clean: bool);
+    fn int(&mut self, n: i64, raw: &[u8]);
+    fn string(&mut self, s: &[u8], token: Option<&[u8]>);
     fn begin_array(&mut self);
     fn end_array(&mut self);
     fn begin_object(&mut self);
-    fn key(&mut self, k: &str, clean: bool);
+    fn key(&mut self, k: &[u8], token: Option<&[u8]>);
     /// `keys` are the decoded member names in document order.
     fn end_object(&mut self, keys: FrameKeys<'_>);
 }
@@ -201,22 +310,19 @@ pub(crate) fn run<S: Sink>(
     {
         return Err(C14nError::at(ErrorCode::Bom, 0));
     }
-    let text = std::str::from_utf8(input)
-        .map_err(|e| C14nError::at(ErrorCode::InvalidUtf8, e.valid_up_to()))?;
     let mut p = Parser {
-        text,
         bytes: input,
         pos: 0,
-        scratch: String::new(),
+        scratch: Vec::new(),
         keys: KeyTracker::default(),
     };
-    p.skip_ws();
-    p.value(0, sink)?;
-    p.skip_ws();
-    if p.pos < p.bytes.len() {
-        return Err(C14nError::at(ErrorCode::TrailingInput, p.pos));
+    let result = p.document(sink);
+    if result.is_err()
+        && let Err(e) = std::str::from_utf8(input)
+    {
+        return Err(C14nError::at(ErrorCode::InvalidUtf8, e.valid_up_to()));
     }
-    Ok(())
+    result
 }
 
 /// Bytes that end the fast scan of a string body: `"`, `\` and U+0000..U+001F.
@@ -239,14 +345,23 @@ enum Decoded {
 }
 
 struct Parser<'a> {
-    text: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    scratch: String,
+    scratch: Vec<u8>,
     keys: KeyTracker,
 }
 
 impl<'a> Parser<'a> {
+    fn document<S: Sink>(&mut self, sink: &mut S) -> Result<(), C14nError> {
+        self.skip_ws();
+        self.value(0, sink)?;
+        self.skip_ws();
+        if self.pos < self.bytes.len() {
+            return Err(C14nError::at(ErrorCode::TrailingInput, self.pos));
+        }
+        Ok(())
+    }
+
     #[inline]
     fn skip_ws(&mut self) {
         while let Some(&b) = self.bytes.get(self.pos) {
@@ -272,12 +387,11 @@ impl<'a> Parser<'a> {
             Some(b'{') => self.object(depth + 1, sink),
             Some(b'[') => self.array(depth + 1, sink),
             Some(b'"') => {
-                let (d, clean) = self.string_token()?;
-                let s = match d {
-                    Decoded::Input(a, b) => &self.text[a..b],
-                    Decoded::Scratch => self.scratch.as_str(),
+                let (s, token) = match self.string_token()? {
+                    Decoded::Input(a, b) => (&self.bytes[a..b], Some(&self.bytes[a - 1..b + 1])),
+                    Decoded::Scratch => (self.scratch.as_slice(), None),
                 };
-                sink.string(s, clean);
+                sink.string(s, token);
                 Ok(())
             }
             Some(b't') => self.literal(b"true", || sink.boolean(true)),
@@ -308,7 +422,8 @@ impl<'a> Parser<'a> {
         if self.peek() == Some(b'}') {
             self.pos += 1;
             sink.end_object(FrameKeys {
-                buf: "",
+                input: &[],
+                buf: &[],
                 spans: &[],
             });
             return Ok(());
@@ -319,16 +434,15 @@ impl<'a> Parser<'a> {
                 return Err(self.syntax());
             }
             let key_offset = self.pos;
-            let (d, clean) = self.string_token()?;
-            let text = self.text;
-            let k = match d {
-                Decoded::Input(a, b) => &text[a..b],
-                Decoded::Scratch => self.scratch.as_str(),
+            let bytes = self.bytes;
+            let (k, token, at) = match self.string_token()? {
+                Decoded::Input(a, b) => (&bytes[a..b], Some(&bytes[a - 1..b + 1]), Some(a)),
+                Decoded::Scratch => (self.scratch.as_slice(), None, None),
             };
-            if !self.keys.insert(k) {
+            if !self.keys.insert(k, bytes, at) {
                 return Err(C14nError::at(ErrorCode::DuplicateKey, key_offset));
             }
-            sink.key(k, clean);
+            sink.key(k, token);
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.syntax());
@@ -349,7 +463,7 @@ impl<'a> Parser<'a> {
                 _ => return Err(self.syntax()),
             }
         }
-        sink.end_object(self.keys.current());
+        sink.end_object(self.keys.current(self.bytes));
         self.keys.pop_frame();
         Ok(())
     }
@@ -452,14 +566,14 @@ impl<'a> Parser<'a> {
         }
         self.pos = int_end;
         let n = if negative { -magnitude } else { magnitude };
-        sink.int(n, &self.text[start..int_end]);
+        sink.int(n, &bytes[start..int_end]);
         Ok(())
     }
 
     /// Reads the string token at `self.pos` (which is `"`), decoding escapes
     /// into the scratch buffer when there are any. Checks control characters,
-    /// escapes, surrogate pairs and NFC.
-    fn string_token(&mut self) -> Result<(Decoded, bool), C14nError> {
+    /// escapes, surrogate pairs, UTF-8 and NFC.
+    fn string_token(&mut self) -> Result<Decoded, C14nError> {
         let bytes = self.bytes;
         let start = self.pos;
         // Fast path: no escape.
@@ -468,19 +582,19 @@ impl<'a> Parser<'a> {
             None => return Err(C14nError::at(ErrorCode::Syntax, bytes.len())),
             Some(b'"') => {
                 self.pos = i + 1;
-                if high >= 0x80 && !is_nfc_non_ascii(&self.text[start + 1..i]) {
-                    return Err(C14nError::at(ErrorCode::NotNfc, start));
+                if high >= 0x80 {
+                    check_text(&bytes[start + 1..i]).map_err(|e| text_error(e, start))?;
                 }
-                return Ok((Decoded::Input(start + 1, i), true));
+                return Ok(Decoded::Input(start + 1, i));
             }
             Some(b'\\') => {}
             Some(_) => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
         }
         // Slow path: decode into scratch.
-        let text = self.text;
         let scratch = &mut self.scratch;
         scratch.clear();
-        scratch.push_str(&text[start + 1..i]);
+        scratch.extend_from_slice(&bytes[start + 1..i]);
+        let mut high = high;
         loop {
             match bytes.get(i) {
                 None => return Err(C14nError::at(ErrorCode::Syntax, bytes.len())),
@@ -488,18 +602,34 @@ impl<'a> Parser<'a> {
                 Some(b'\\') => i = decode_escape(bytes, i, scratch)?,
                 Some(0x00..=0x1F) => return Err(C14nError::at(ErrorCode::ControlCharacter, i)),
                 Some(_) => {
-                    let (end, _) = scan_plain(bytes, i);
-                    scratch.push_str(&text[i..end]);
+                    let (end, h) = scan_plain(bytes, i);
+                    high |= h;
+                    scratch.extend_from_slice(&bytes[i..end]);
                     i = end;
                 }
             }
         }
         self.pos = i + 1;
-        // Escapes can produce non-ASCII too; check the decoded text.
-        if !is_nfc(scratch) {
-            return Err(C14nError::at(ErrorCode::NotNfc, start));
+        // Escapes can produce non-ASCII too: check the decoded bytes unless
+        // they are all ASCII. (Raw runs are validated as part of the decoded
+        // bytes: escapes never emit continuation bytes, so a broken raw
+        // sequence cannot be completed by one.)
+        if (high >= 0x80 || !scratch.is_ascii())
+            && let Err(e) = check_text(scratch)
+        {
+            return Err(text_error(e, start));
         }
-        Ok((Decoded::Scratch, false))
+        Ok(Decoded::Scratch)
+    }
+}
+
+/// Maps a text error of the string starting at `start`. An invalid UTF-8
+/// error is refined to its exact offset by [`run`], which re-checks the whole
+/// input on any failure.
+fn text_error(e: TextError, start: usize) -> C14nError {
+    match e {
+        TextError::Utf8 => C14nError::at(ErrorCode::InvalidUtf8, start),
+        TextError::NotNfc => C14nError::at(ErrorCode::NotNfc, start),
     }
 }
 
@@ -518,19 +648,24 @@ fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
     Some(n)
 }
 
+fn push_char(out: &mut Vec<u8>, c: char) {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+}
+
 /// Decodes the escape starting at `bytes[i] == '\\'` into `out`; returns the
 /// index after it.
-fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14nError> {
+fn decode_escape(bytes: &[u8], i: usize, out: &mut Vec<u8>) -> Result<usize, C14nError> {
     let invalid = C14nError::at(ErrorCode::InvalidEscape, i);
     let c = match bytes.get(i + 1) {
-        Some(b'"') => '"',
-        Some(b'\\') => '\\',
-        Some(b'/') => '/',
-        Some(b'b') => '\u{8}',
-        Some(b'f') => '\u{c}',
-        Some(b'n') => '\n',
-        Some(b'r') => '\r',
-        Some(b't') => '\t',
+        Some(b'"') => b'"',
+        Some(b'\\') => b'\\',
+        Some(b'/') => b'/',
+        Some(b'b') => 0x08,
+        Some(b'f') => 0x0C,
+        Some(b'n') => b'\n',
+        Some(b'r') => b'\r',
+        Some(b't') => b'\t',
         Some(b'u') => {
             let unit = hex4(bytes, i + 2).ok_or(invalid)?;
             return match unit {
@@ -545,12 +680,12 @@ fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14n
                         return Err(lone);
                     }
                     let cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-                    out.push(char::from_u32(cp).ok_or(lone)?);
+                    push_char(out, char::from_u32(cp).ok_or(lone)?);
                     Ok(i + 12)
                 }
                 0xDC00..=0xDFFF => Err(C14nError::at(ErrorCode::LoneSurrogate, i)),
                 _ => {
-                    out.push(char::from_u32(unit).ok_or(invalid)?);
+                    push_char(out, char::from_u32(unit).ok_or(invalid)?);
                     Ok(i + 6)
                 }
             };
@@ -566,18 +701,33 @@ fn decode_escape(bytes: &[u8], i: usize, out: &mut String) -> Result<usize, C14n
 pub(crate) struct KeySpan {
     start: usize,
     end: usize,
+    /// The name is `input[start..end]` (an unescaped token) rather than in the
+    /// key buffer.
+    in_input: bool,
     /// First 8 bytes, big-endian, with lead bytes `F0..F4` moved below `EE..EF`
     /// so that comparing prefixes agrees with UTF-16 code-unit order; ties are
-    /// broken by [`cmp_utf16`] on the whole names.
+    /// broken by a full comparison of the names.
     prefix: u64,
 }
 
 /// The sort prefix of a name (see [`KeySpan::prefix`]).
 #[inline]
 fn sort_prefix(k: &[u8]) -> u64 {
+    let w = match k.get(..8) {
+        Some(head) => head.iter().fold(0u64, |p, &b| (p << 8) | u64::from(b)),
+        None => {
+            // Shorter than 8 bytes: left-align, padding with zero bytes (an
+            // empty name is all padding).
+            let short = k.iter().fold(0u64, |p, &b| (p << 8) | u64::from(b));
+            short.checked_shl(8 * (8 - k.len() as u32)).unwrap_or(0)
+        }
+    };
+    if w & HI == 0 {
+        return w;
+    }
+    let word = w.to_be_bytes();
     let mut p = 0u64;
-    for i in 0..8 {
-        let b = k.get(i).copied().unwrap_or(0);
+    for b in word {
         let t = match b {
             0xF0..=0xF4 => b - 2,
             0xEE..=0xEF => b + 5,
@@ -590,16 +740,25 @@ fn sort_prefix(k: &[u8]) -> u64 {
 
 /// Decoded member names of the innermost open object, in document order.
 pub(crate) struct FrameKeys<'k> {
-    buf: &'k str,
+    input: &'k [u8],
+    buf: &'k [u8],
     spans: &'k [KeySpan],
 }
 
 impl<'k> FrameKeys<'k> {
     /// Name of the `i`-th member.
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> &'k str {
-        let s = self.spans[i];
-        &self.buf[s.start..s.end]
+    pub(crate) fn get(&self, i: usize) -> &'k [u8] {
+        self.name(self.spans[i])
+    }
+
+    #[inline]
+    fn name(&self, s: KeySpan) -> &'k [u8] {
+        if s.in_input {
+            &self.input[s.start..s.end]
+        } else {
+            &self.buf[s.start..s.end]
+        }
     }
 
     /// Number of members.
@@ -612,16 +771,16 @@ impl<'k> FrameKeys<'k> {
     #[inline]
     pub(crate) fn cmp(&self, a: usize, b: usize) -> std::cmp::Ordering {
         let (x, y) = (self.spans[a], self.spans[b]);
-        x.prefix.cmp(&y.prefix).then_with(|| {
-            crate::utf16::cmp_utf16(&self.buf[x.start..x.end], &self.buf[y.start..y.end])
-        })
+        x.prefix
+            .cmp(&y.prefix)
+            .then_with(|| cmp_utf16_bytes(self.name(x), self.name(y)))
     }
 }
 
 /// Member names of all open objects; detects duplicates object by object.
 #[derive(Default)]
 struct KeyTracker {
-    buf: String,
+    buf: Vec<u8>,
     spans: Vec<KeySpan>,
     frames: Vec<KeyFrame>,
     hasher: Option<std::collections::hash_map::RandomState>,
@@ -630,6 +789,9 @@ struct KeyTracker {
 struct KeyFrame {
     span_base: usize,
     buf_base: usize,
+    /// One bit per name, indexed by a hash of its sort prefix: a clear bit
+    /// proves a name is new without scanning the others.
+    seen: [u64; 4],
     /// Randomly keyed hashes of the names, built once an object has more than
     /// `LINEAR_LIMIT` members (so wide objects stay linear, even adversarial ones).
     hashes: Option<HashSet<u64>>,
@@ -642,6 +804,7 @@ impl KeyTracker {
         self.frames.push(KeyFrame {
             span_base: self.spans.len(),
             buf_base: self.buf.len(),
+            seen: [0; 4],
             hashes: None,
         });
     }
@@ -654,25 +817,32 @@ impl KeyTracker {
     }
 
     /// Names of the innermost open object.
-    fn current(&self) -> FrameKeys<'_> {
+    fn current<'k>(&'k self, input: &'k [u8]) -> FrameKeys<'k> {
         let base = self.frames.last().map_or(0, |f| f.span_base);
         FrameKeys {
+            input,
             buf: &self.buf,
             spans: &self.spans[base..],
         }
     }
 
-    /// Records `k` in the innermost object; false when it was already there.
-    fn insert(&mut self, k: &str) -> bool {
+    /// Records name `k` in the innermost object; false when it was already
+    /// there. `at` is where `k` lies in `input` when it was not unescaped.
+    fn insert(&mut self, k: &[u8], input: &[u8], at: Option<usize>) -> bool {
         let Some(frame) = self.frames.last_mut() else {
             return true;
         };
-        let prefix = sort_prefix(k.as_bytes());
+        let prefix = sort_prefix(k);
         let existing = &self.spans[frame.span_base..];
-        let linear_dup = |buf: &str| {
-            existing.iter().any(|s| {
-                s.prefix == prefix && s.end - s.start == k.len() && &buf[s.start..s.end] == k
-            })
+        let linear_dup = |buf: &[u8]| {
+            let names = FrameKeys {
+                input,
+                buf,
+                spans: existing,
+            };
+            existing
+                .iter()
+                .any(|&s| s.prefix == prefix && s.end - s.start == k.len() && names.name(s) == k)
         };
         if let Some(hashes) = frame.hashes.as_mut() {
             let state = self.hasher.get_or_insert_with(Default::default);
@@ -681,26 +851,46 @@ impl KeyTracker {
                 return false;
             }
         } else {
-            if linear_dup(&self.buf) {
+            let bit = (prefix ^ (k.len() as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+            let (word, mask) = ((bit >> 6) as usize, 1u64 << (bit & 63));
+            if frame.seen[word] & mask != 0 && linear_dup(&self.buf) {
                 return false;
             }
+            frame.seen[word] |= mask;
             if existing.len() >= LINEAR_LIMIT {
                 let state = self.hasher.get_or_insert_with(Default::default);
+                let names = FrameKeys {
+                    input,
+                    buf: &self.buf,
+                    spans: existing,
+                };
                 let mut hashes: HashSet<u64> = existing
                     .iter()
-                    .map(|s| state.hash_one(&self.buf[s.start..s.end]))
+                    .map(|&s| state.hash_one(names.name(s)))
                     .collect();
                 hashes.insert(state.hash_one(k));
                 frame.hashes = Some(hashes);
             }
         }
-        let start = self.buf.len();
-        self.buf.push_str(k);
-        self.spans.push(KeySpan {
-            start,
-            end: self.buf.len(),
-            prefix,
-        });
+        let span = match at {
+            Some(start) => KeySpan {
+                start,
+                end: start + k.len(),
+                in_input: true,
+                prefix,
+            },
+            None => {
+                let start = self.buf.len();
+                self.buf.extend_from_slice(k);
+                KeySpan {
+                    start,
+                    end: self.buf.len(),
+                    in_input: false,
+                    prefix,
+                }
+            }
+        };
+        self.spans.push(span);
         true
     }
 }
@@ -715,6 +905,11 @@ struct TreeSink {
 enum Partial {
     Array(Vec<Value>),
     Object(Vec<(String, Value)>, Option<String>),
+}
+
+/// Text the parser has validated as UTF-8 (the lossy path never replaces).
+fn owned(s: &[u8]) -> String {
+    String::from_utf8_lossy(s).into_owned()
 }
 
 impl TreeSink {
@@ -738,11 +933,11 @@ impl Sink for TreeSink {
     fn boolean(&mut self, b: bool) {
         self.push(Value::Bool(b));
     }
-    fn int(&mut self, n: i64, _raw: &str) {
+    fn int(&mut self, n: i64, _raw: &[u8]) {
         self.push(Value::Int(n));
     }
-    fn string(&mut self, s: &str, _clean: bool) {
-        self.push(Value::String(s.to_owned()));
+    fn string(&mut self, s: &[u8], _token: Option<&[u8]>) {
+        self.push(Value::String(owned(s)));
     }
     fn begin_array(&mut self) {
         self.stack.push(Partial::Array(Vec::new()));
@@ -755,9 +950,9 @@ impl Sink for TreeSink {
     fn begin_object(&mut self) {
         self.stack.push(Partial::Object(Vec::new(), None));
     }
-    fn key(&mut self, k: &str, _clean: bool) {
+    fn key(&mut self, k: &[u8], _token: Option<&[u8]>) {
         if let Some(Partial::Object(_, key)) = self.stack.last_mut() {
-            *key = Some(k.to_owned());
+            *key = Some(owned(k));
         }
     }
     fn end_object(&mut self, _keys: FrameKeys<'_>) {
@@ -923,7 +1118,7 @@ mod tests {
             ('\0', '\u{2FF}'),
             ('\u{3041}', '\u{3096}'),
             ('\u{30A1}', '\u{30FA}'),
-            ('\u{4E00}', '\u{9FFF}'),
+            ('\u{3400}', '\u{9FFF}'),
             ('\u{AC00}', '\u{D7A3}'),
             ('\u{1F300}', '\u{1FAFF}'),
         ];
@@ -936,7 +1131,7 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 0x300 + 0x56 + 0x5A + 0x5200 + 0x2BA4 + 0x800);
+        assert_eq!(checked, 0x300 + 0x56 + 0x5A + 0x6C00 + 0x2BA4 + 0x800);
         assert!(!is_plain_starter('\u{300}') && !is_plain_starter('\u{3099}'));
     }
 
@@ -960,6 +1155,63 @@ mod tests {
         for s in samples {
             assert_eq!(is_nfc(s), s.chars().eq(s.nfc()), "{s:?}");
         }
+    }
+
+    #[test]
+    fn utf8_validation_agrees_with_std() {
+        let tails = [
+            0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF5,
+        ];
+        let mut checked = 0;
+        for lead in 0x80..=0xFFu8 {
+            for second in 0..=0xFFu8 {
+                for &third in &tails {
+                    for &fourth in &tails {
+                        for len in 1..=4 {
+                            let seq = [lead, second, third, fourth];
+                            let b = &seq[..len];
+                            // Accepted text is valid UTF-8; valid UTF-8 is never called
+                            // invalid (an NFC error may be found first in broken text:
+                            // the parser then re-checks the whole input).
+                            let ours = check_text(b);
+                            let valid = std::str::from_utf8(b).is_ok();
+                            assert!(ours.is_err() || valid, "{b:02x?}");
+                            assert!(!valid || ours != Err(TextError::Utf8), "{b:02x?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000_000);
+        for c in [
+            '\u{80}',
+            '\u{7ff}',
+            '\u{800}',
+            '\u{d7ff}',
+            '\u{e000}',
+            '\u{ffff}',
+            '\u{10000}',
+            '\u{10ffff}',
+        ] {
+            let mut buf = [0u8; 4];
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            assert_eq!(decode_utf8(b, 0), Some((c, b.len())));
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_keeps_precedence_over_earlier_errors() {
+        // A syntax error comes first in document order, but invalid UTF-8
+        // anywhere wins, at its exact offset.
+        assert_code(b"[1,,\"ok\xFF\"]", ErrorCode::InvalidUtf8, 7);
+        assert_code(b"{\"a\":1,\"a\":2} \xC0", ErrorCode::InvalidUtf8, 14);
+        assert_code(
+            b"[\"e\xCC\x81\", \"\xED\xA0\x80\"]",
+            ErrorCode::InvalidUtf8,
+            9,
+        );
+        assert_code(b"[\"\\n\xF0\x9F\x98\"]", ErrorCode::InvalidUtf8, 4);
     }
 
     #[test]
@@ -996,11 +1248,13 @@ mod tests {
             spans.push(KeySpan {
                 start,
                 end: buf.len(),
+                in_input: false,
                 prefix: sort_prefix(n.as_bytes()),
             });
         }
         let keys = FrameKeys {
-            buf: &buf,
+            input: &[],
+            buf: buf.as_bytes(),
             spans: &spans,
         };
         for a in 0..names.len() {

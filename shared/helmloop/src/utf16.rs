@@ -13,7 +13,12 @@ use std::cmp::Ordering;
 /// bytes, same lead byte) or a lead byte in both, so one fix-up at that byte is
 /// enough.
 pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    cmp_utf16_bytes(a.as_bytes(), b.as_bytes())
+}
+
+/// [`cmp_utf16`] on the UTF-8 bytes of two valid strings.
+#[inline]
+pub(crate) fn cmp_utf16_bytes(a: &[u8], b: &[u8]) -> Ordering {
     match a.iter().zip(b).position(|(x, y)| x != y) {
         None => a.len().cmp(&b.len()),
         Some(i) => {

@@ -99,8 +99,20 @@ impl Value {
     }
 
     /// Converts from a `serde_json::Value`, enforcing the profile: numbers must be
-    /// safe integers (not `-0`, no fraction) and every string must be NFC.
+    /// safe integers (not `-0`, no fraction), every string must be NFC and
+    /// nesting at most [`crate::MAX_DEPTH`] deep.
     pub fn from_serde(v: &serde_json::Value) -> Result<Value, C14nError> {
+        Value::from_serde_at(v, 0)
+    }
+
+    fn from_serde_at(v: &serde_json::Value, depth: usize) -> Result<Value, C14nError> {
+        if matches!(
+            v,
+            serde_json::Value::Array(_) | serde_json::Value::Object(_)
+        ) && depth >= crate::MAX_DEPTH
+        {
+            return Err(C14nError::in_value(ErrorCode::DepthExceeded));
+        }
         Ok(match v {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
@@ -120,13 +132,16 @@ impl Value {
             serde_json::Value::String(s) => Value::String(check_nfc(s)?.to_owned()),
             serde_json::Value::Array(a) => Value::Array(
                 a.iter()
-                    .map(Value::from_serde)
+                    .map(|x| Value::from_serde_at(x, depth + 1))
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             serde_json::Value::Object(o) => {
                 let mut members = Vec::with_capacity(o.len());
                 for (k, v) in o {
-                    members.push((check_nfc(k)?.to_owned(), Value::from_serde(v)?));
+                    members.push((
+                        check_nfc(k)?.to_owned(),
+                        Value::from_serde_at(v, depth + 1)?,
+                    ));
                 }
                 // serde_json maps cannot hold a name twice.
                 Value::Object(Map::from_unique(members))
@@ -373,5 +388,15 @@ mod tests {
         for (input, code) in cases {
             assert_eq!(Value::from_serde(&input).unwrap_err().code(), code);
         }
+        let mut deep = serde_json::json!(1);
+        for _ in 0..crate::MAX_DEPTH {
+            deep = serde_json::json!([deep]);
+        }
+        assert!(Value::from_serde(&deep).is_ok());
+        let deeper = serde_json::json!([deep]);
+        assert_eq!(
+            Value::from_serde(&deeper).unwrap_err().code(),
+            ErrorCode::DepthExceeded
+        );
     }
 }

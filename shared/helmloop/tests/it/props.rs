@@ -37,6 +37,21 @@ fn nfc_string() -> impl Strategy<Value = String> {
         .prop_map(|cs| cs.into_iter().collect::<String>().nfc().collect())
 }
 
+/// A member name; often with a long shared prefix, so that ordering and
+/// duplicate detection must look past the first 8 bytes.
+fn key_string() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            Just(""),
+            Just("abcdefgh"),
+            Just("abcdefgh\u{e9}"),
+            Just("\u{1f600}\u{1f600}")
+        ],
+        nfc_string(),
+    )
+        .prop_map(|(p, s)| format!("{p}{s}").nfc().collect())
+}
+
 fn safe_int() -> impl Strategy<Value = i64> {
     prop_oneof![
         -20i64..20,
@@ -56,7 +71,7 @@ fn value() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(5, 64, 6, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            proptest::collection::vec((nfc_string(), inner), 0..6)
+            proptest::collection::vec((key_string(), inner), 0..6)
                 .prop_map(|members| Value::Object(members.into_iter().collect::<Map>())),
         ]
     })
@@ -236,6 +251,25 @@ proptest! {
         let tree = parse(text.as_bytes()).expect("noisy rendering parses");
         check_sorted(&tree)?;
         prop_assert_eq!(String::from_utf8(canon(&tree)).unwrap(), expected);
+    }
+
+    #[test]
+    fn nfc_check_matches_full_normalization(
+        cs in proptest::collection::vec(prop_oneof![
+            3 => interesting_char(),
+            1 => proptest::char::range('\u{300}', '\u{36f}'),
+            1 => proptest::char::range('\u{1100}', '\u{11ff}'),
+            1 => proptest::char::range('\u{3040}', '\u{30ff}'),
+            1 => proptest::char::range('\u{ac00}', '\u{ac20}'),
+            1 => proptest::char::range('\u{f900}', '\u{f910}'),
+        ], 0..24)
+    ) {
+        let s: String = cs.into_iter().collect();
+        prop_assert_eq!(lychd_helmloop::is_nfc(&s), s.chars().eq(s.nfc()));
+        let json = format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")
+            .chars().map(|c| if (c as u32) < 0x20 { format!("\\u{:04x}", c as u32) } else { c.to_string() }).collect::<String>());
+        let parsed = parse(json.as_bytes());
+        prop_assert_eq!(parsed.is_ok(), s.chars().eq(s.nfc()), "{:?}", parsed);
     }
 
     #[test]
