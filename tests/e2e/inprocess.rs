@@ -25,7 +25,7 @@ async fn spawned_offices_answer_typed_clients_and_echo_request_ids() {
     assert_eq!(generated.len(), 36, "a UUID: {generated}");
     assert_eq!(
         answer.into_inner().office.expect("office").schema_version,
-        1
+        crate::latest_migration(Office::Ward)
     );
 
     let mut request = tonic::Request::new(lychd_proto::dispatcher::v1::DescribeRequest {
@@ -43,8 +43,8 @@ async fn spawned_offices_answer_typed_clients_and_echo_request_ids() {
         "op-1234"
     );
 
-    ward.server.stop().await.expect("ward stops");
-    dispatcher.server.stop().await.expect("dispatcher stops");
+    ward.stop().await;
+    dispatcher.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -91,20 +91,14 @@ async fn request_timeout_cuts_a_slow_call() {
         .await
         .expect("fast call");
     assert_eq!(ok.into_inner().office.expect("office").office, "archive");
-    spawned.server.stop().await.expect("stops");
+    spawned.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn peers_report_refusal_and_unreachable() {
-    let (ward, _) = spawn_ward().await;
+async fn peers_need_authority_and_unreachable_peers_are_reported() {
     let closed = lychd_pg::free_port().expect("port");
+    // Spawning configures `peers.ward`; add an archive nobody listens for.
     let spawned = spawn_office_with(Office::HelmLoop, |cfg| {
-        cfg.peers.insert(
-            "ward".into(),
-            lychd_runtime::config::PeerConfig {
-                endpoint: ward.endpoint(),
-            },
-        );
         cfg.peers.insert(
             "archive".into(),
             lychd_runtime::config::PeerConfig {
@@ -113,27 +107,46 @@ async fn peers_report_refusal_and_unreachable() {
         );
     })
     .await;
-    // The HelmLoop office presents its own credential, which the ward spawned here does not
-    // accept: the peer answers, but refuses — not SERVING, and the reason is the status code.
     let mut client =
         lychd_proto::helmloop::v1::helm_loop_client::HelmLoopClient::new(spawned.channel());
-    let office = client
-        .describe(lychd_proto::helmloop::v1::DescribeRequest {
-            include_peers: true,
-        })
+    let describe = |client: &mut lychd_proto::helmloop::v1::helm_loop_client::HelmLoopClient<_>| {
+        let mut client = client.clone();
+        async move {
+            let office = client
+                .describe(lychd_proto::helmloop::v1::DescribeRequest {
+                    include_peers: true,
+                })
+                .await
+                .expect("describe")
+                .into_inner()
+                .office
+                .expect("office");
+            office
+                .peers
+                .into_iter()
+                .map(|p| (p.office.clone(), p))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        }
+    };
+    // The office's service principal starts with no power over Ward's Describe.
+    let peers = describe(&mut client).await;
+    assert_eq!(peers["archive"].state, ServingState::Unreachable as i32);
+    assert_eq!(peers["ward"].state, ServingState::NotServing as i32);
+    assert_eq!(peers["ward"].detail, "PermissionDenied");
+
+    // Granting it takes effect on the next call.
+    let mut admin = spawned.admin.clone();
+    let service = admin
+        .ensure_principal(lychd_proto::ward::v1::PrincipalKind::Service, "helmloop")
         .await
-        .expect("describe")
-        .into_inner()
-        .office
-        .expect("office");
-    let by_name: std::collections::BTreeMap<_, _> = office
-        .peers
-        .iter()
-        .map(|p| (p.office.as_str(), p))
-        .collect();
-    assert_eq!(by_name["archive"].state, ServingState::Unreachable as i32);
-    assert_eq!(by_name["ward"].state, ServingState::NotServing as i32);
-    assert_eq!(by_name["ward"].detail, "Unauthenticated");
-    spawned.server.stop().await.expect("stops");
-    ward.server.stop().await.expect("stops");
+        .expect("service principal");
+    admin.allow_describe(&service, "ward").await.expect("grant");
+    let peers = describe(&mut client).await;
+    assert_eq!(
+        peers["ward"].state,
+        ServingState::Serving as i32,
+        "{:?}",
+        peers["ward"]
+    );
+    spawned.stop().await;
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests: the offices as real processes on a real PostgreSQL, driven over real gRPC
 //! and with the `grpcurl` operators use.
 
+mod authority;
 mod devstack;
 mod inprocess;
 mod offices;
@@ -16,6 +17,28 @@ pub fn grpcurl(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run grpcurl")
+}
+
+/// A channel to `endpoint` presenting `token` as the bearer.
+pub fn channel_with(endpoint: &str, token: &str) -> lychd_runtime::client::PeerChannel {
+    let session = lychd_auth::credentials::SessionSource::fixed(secrecy::SecretString::from(
+        token.to_owned(),
+    ));
+    lychd_runtime::client::peer_channel(
+        endpoint,
+        lychd_runtime::client::Outgoing::new(Some(session)),
+    )
+    .expect("channel")
+}
+
+/// The latest migration version embedded in an office.
+pub fn latest_migration(office: lychd_runtime::Office) -> i64 {
+    lychd_testkit::spec_of(office)
+        .migrator
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0)
 }
 
 pub fn text(bytes: &[u8]) -> String {

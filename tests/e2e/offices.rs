@@ -65,7 +65,10 @@ async fn every_office_migrates_serves_and_answers_grpcurl() {
         );
         let desc: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("json");
         assert_eq!(desc["office"]["office"], office.name());
-        assert_eq!(desc["office"]["schemaVersion"], "1");
+        assert_eq!(
+            desc["office"]["schemaVersion"],
+            crate::latest_migration(office).to_string()
+        );
 
         let missing = grpcurl(&["-plaintext", "-d", "{}", &addr, &method]);
         let err = text(&missing.stderr);
@@ -86,7 +89,7 @@ async fn every_office_migrates_serves_and_answers_grpcurl() {
         ]);
         let err = text(&wrong.stderr);
         assert!(
-            err.contains("Unauthenticated") && err.contains("CREDENTIAL_INVALID"),
+            err.contains("Unauthenticated") && err.contains("SESSION_UNKNOWN"),
             "{office}: {err}"
         );
         assert!(
@@ -148,13 +151,9 @@ struct PaddedDescribe {
 #[tokio::test(flavor = "multi_thread")]
 async fn oversized_request_is_refused_and_the_office_keeps_serving() {
     use std::str::FromStr;
-    let sandbox = Sandbox::builder().office(Office::Ward).start().await;
+    let mut sandbox = Sandbox::builder().office(Office::Ward).start().await;
     let p = sandbox.office(Office::Ward);
-    let outgoing =
-        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone()))
-            .expect("token");
-    let channel = lychd_runtime::client::peer_channel(&p.endpoint(), outgoing).expect("channel");
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(crate::channel_with(&p.endpoint(), &sandbox.token));
     grpc.ready().await.expect("ready");
     let path = http::uri::PathAndQuery::from_str("/lychd.ward.v1.Ward/Describe").expect("path");
     let codec =

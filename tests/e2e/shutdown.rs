@@ -22,12 +22,7 @@ async fn silent_peer() -> (TcpListener, String) {
 fn ward_client(
     sandbox: &Sandbox,
 ) -> lychd_proto::ward::v1::ward_client::WardClient<lychd_runtime::client::PeerChannel> {
-    let outgoing =
-        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone()))
-            .expect("token");
-    let channel =
-        lychd_runtime::client::peer_channel(&sandbox.office(Office::Ward).endpoint(), outgoing)
-            .expect("channel");
+    let channel = crate::channel_with(&sandbox.office(Office::Ward).endpoint(), &sandbox.token);
     lychd_proto::ward::v1::ward_client::WardClient::new(channel)
 }
 

@@ -66,21 +66,17 @@ async fn spans_are_exported_and_one_trace_spans_two_offices() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
 
-    let sandbox = Sandbox::builder()
+    let mut sandbox = Sandbox::builder()
         .office(Office::Dispatcher)
         .office(Office::Ward)
         .peer(Office::Dispatcher, Office::Ward)
         .otlp_endpoint(collector)
         .start()
         .await;
-    let outgoing =
-        lychd_runtime::client::Outgoing::new(&secrecy::SecretString::from(sandbox.token.clone()))
-            .expect("token");
-    let channel = lychd_runtime::client::peer_channel(
+    let channel = crate::channel_with(
         &sandbox.office(Office::Dispatcher).endpoint(),
-        outgoing,
-    )
-    .expect("channel");
+        &sandbox.token,
+    );
     let mut client = lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient::new(channel);
     let answer = client
         .describe(lychd_proto::dispatcher::v1::DescribeRequest {

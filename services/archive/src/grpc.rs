@@ -1,11 +1,10 @@
-//! gRPC handlers of `lychd.archive.v1.Archive`. Every call passes the authenticator first.
+//! gRPC handlers of `lychd.archive.v1.Archive`. Every call is authorized with Ward first.
 
 use futures::future::BoxFuture;
 use lychd_proto::archive::v1::archive_server::{Archive, ArchiveServer};
 use lychd_proto::archive::v1::{DescribeRequest, DescribeResponse};
 use lychd_runtime::server::ServeContext;
 use tonic::service::Routes;
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 pub struct ArchiveService {
@@ -18,6 +17,9 @@ impl Archive for ArchiveService {
         &self,
         request: Request<DescribeRequest>,
     ) -> Result<Response<DescribeResponse>, Status> {
+        self.ctx
+            .authorize(&request, "archive:describe", "office:archive")
+            .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
         Ok(Response::new(DescribeResponse {
@@ -26,7 +28,7 @@ impl Archive for ArchiveService {
     }
 }
 
-/// Start the office: its routes, every call behind the authenticator.
+/// Start the office: its routes (every call passes the auth layer, then `authorize`).
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move { Ok(routes(&ctx)) })
 }
@@ -35,5 +37,5 @@ fn routes(ctx: &ServeContext) -> Routes {
     let server = ArchiveServer::new(ArchiveService { ctx: ctx.clone() })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());
-    Routes::new(InterceptedService::new(server, ctx.authenticator.clone()))
+    Routes::new(server)
 }

@@ -1,10 +1,19 @@
-//! The Dispatcher office: grants temporary leases on WARM capabilities; never starts, stops, loads or evicts a runtime.
+//! The Dispatcher office: matches a typed demand to a WARM capability and issues a temporary,
+//! durable lease; closes and reopens lease admission per animator for the Orchestrator. It
+//! never starts, stops, loads or evicts a runtime.
 //!
-//! Layers: `grpc` (thin handlers: decode → call domain/store → encode). `domain/` (pure rules,
-//! no sqlx, no tonic) and `store/` (SQL on the `dispatcher` schema only) arrive with the office's
-//! features.
+//! Layers: `domain` (pure rules: keys, registry, candidate order, decision table, probe
+//! totality; no sqlx, no tonic, no clock), `probe` (readiness adapters over HTTP), `store`
+//! (SQL on the `dispatcher` schema only), `service` (use cases composing them), `grpc` (thin
+//! handlers), `config` (the `[office]` registry), `error` (one error type, one status mapping).
 
+pub mod config;
+pub mod domain;
+pub mod error;
 pub mod grpc;
+pub mod probe;
+pub mod service;
+pub mod store;
 
 use lychd_runtime::Office;
 use lychd_runtime::cli::OfficeSpec;
@@ -20,5 +29,8 @@ pub fn spec() -> OfficeSpec {
         office: OFFICE,
         migrator: &MIGRATOR,
         start: grpc::start,
+        local_verifier: None,
+        self_authenticating: &[],
+        commands: &[],
     }
 }

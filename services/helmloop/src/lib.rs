@@ -20,5 +20,8 @@ pub fn spec() -> OfficeSpec {
         office: OFFICE,
         migrator: &MIGRATOR,
         start: grpc::start,
+        local_verifier: None,
+        self_authenticating: &[],
+        commands: &[],
     }
 }

@@ -1,11 +1,10 @@
-//! gRPC handlers of `lychd.orchestrator.v1.Orchestrator`. Every call passes the authenticator first.
+//! gRPC handlers of `lychd.orchestrator.v1.Orchestrator`. Every call is authorized with Ward first.
 
 use futures::future::BoxFuture;
 use lychd_proto::orchestrator::v1::orchestrator_server::{Orchestrator, OrchestratorServer};
 use lychd_proto::orchestrator::v1::{DescribeRequest, DescribeResponse};
 use lychd_runtime::server::ServeContext;
 use tonic::service::Routes;
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 pub struct OrchestratorService {
@@ -18,6 +17,9 @@ impl Orchestrator for OrchestratorService {
         &self,
         request: Request<DescribeRequest>,
     ) -> Result<Response<DescribeResponse>, Status> {
+        self.ctx
+            .authorize(&request, "orchestrator:describe", "office:orchestrator")
+            .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
         Ok(Response::new(DescribeResponse {
@@ -26,7 +28,7 @@ impl Orchestrator for OrchestratorService {
     }
 }
 
-/// Start the office: its routes, every call behind the authenticator.
+/// Start the office: its routes (every call passes the auth layer, then `authorize`).
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move { Ok(routes(&ctx)) })
 }
@@ -35,5 +37,5 @@ fn routes(ctx: &ServeContext) -> Routes {
     let server = OrchestratorServer::new(OrchestratorService { ctx: ctx.clone() })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());
-    Routes::new(InterceptedService::new(server, ctx.authenticator.clone()))
+    Routes::new(server)
 }

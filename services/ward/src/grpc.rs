@@ -1,32 +1,416 @@
-//! gRPC handlers of `lychd.ward.v1.Ward`. Every call passes the authenticator first.
+//! gRPC handlers of `lychd.ward.v1.Ward`: decode → authorize → domain/store → encode.
+//!
+//! Every call has already passed the auth layer (a valid session), except `ExchangeCredential`,
+//! whose bearer is the credential itself. Administration needs `ward:administer` on
+//! `principal:*`; `Authenticate` and `Authorize` about someone else's token need `ward:decide`
+//! on `decision:*`. Authorization comes before decoding, so a caller without authority learns
+//! nothing about its input.
+
+mod convert;
 
 use futures::future::BoxFuture;
+use lychd_proto::common::v1::{PageResponse, Refusal};
+use lychd_proto::ward::v1 as pb;
 use lychd_proto::ward::v1::ward_server::{Ward, WardServer};
-use lychd_proto::ward::v1::{DescribeRequest, DescribeResponse};
 use lychd_runtime::server::ServeContext;
+use secrecy::ExposeSecret;
 use tonic::service::Routes;
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::domain::Violations;
+use crate::domain::grammar::{
+    Action, Audience, DisplayName, Object, PrincipalName, Purpose, Question,
+};
+use crate::domain::lifetime;
+use crate::domain::paging::{self, List};
+use crate::error::DOMAIN;
+use crate::store::{self, decisions};
+use convert::finish;
+
+/// What an administrator holds.
+pub const ADMINISTER: (&str, &str) = ("ward:administer", "principal:*");
+/// What an office holds to ask about other principals' tokens.
+pub const DECIDE: (&str, &str) = ("ward:decide", "decision:*");
 
 pub struct WardService {
     ctx: ServeContext,
+}
+
+impl WardService {
+    /// The caller must hold `action` on `object`; returns its principal id (for the audit).
+    async fn authorize<T>(
+        &self,
+        request: &Request<T>,
+        (action, object): (&str, &str),
+    ) -> Result<Option<Uuid>, Status> {
+        let principal = self.ctx.authorize(request, action, object).await?;
+        Ok(Uuid::try_parse(&principal.id).ok())
+    }
+
+    fn pool(&self) -> &sqlx::PgPool {
+        &self.ctx.pool
+    }
 }
 
 #[tonic::async_trait]
 impl Ward for WardService {
     async fn describe(
         &self,
-        request: Request<DescribeRequest>,
-    ) -> Result<Response<DescribeResponse>, Status> {
+        request: Request<pb::DescribeRequest>,
+    ) -> Result<Response<pb::DescribeResponse>, Status> {
+        self.ctx
+            .authorize(&request, "ward:describe", "office:ward")
+            .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
-        Ok(Response::new(DescribeResponse {
+        Ok(Response::new(pb::DescribeResponse {
             office: Some(office),
+        }))
+    }
+
+    async fn exchange_credential(
+        &self,
+        request: Request<pb::ExchangeCredentialRequest>,
+    ) -> Result<Response<pb::ExchangeCredentialResponse>, Status> {
+        // The bearer is the credential: no session, no authorize call.
+        let credential = lychd_auth::bearer(&request)?;
+        let session =
+            store::credentials::exchange(self.pool(), credential, request.get_ref().ttl_seconds)
+                .await?;
+        Ok(Response::new(pb::ExchangeCredentialResponse {
+            session_token: session.token.expose_secret().to_owned(),
+            session_id: session.id.to_string(),
+            expires_at: Some(convert::timestamp(session.expires_at)),
+            principal: Some(convert::principal(&session.principal)),
+        }))
+    }
+
+    async fn authenticate(
+        &self,
+        request: Request<pb::AuthenticateRequest>,
+    ) -> Result<Response<pb::AuthenticateResponse>, Status> {
+        // Anyone may resolve their own token; someone else's needs `ward:decide`.
+        let own = lychd_auth::bearer(&request)? == request.get_ref().token;
+        if !own {
+            self.authorize(&request, DECIDE).await?;
+        }
+        let token = &request.get_ref().token;
+        let mut v = Violations::new();
+        if token.is_empty() {
+            v.push("token", "is required");
+        }
+        finish(v)?;
+        let result = match decisions::authenticate(self.pool(), token).await? {
+            decisions::Authentication::Authenticated(r) => {
+                pb::authenticate_response::Result::Authenticated(pb::Authenticated {
+                    principal: Some(convert::principal(&r.principal)),
+                    session_id: r.session_id.to_string(),
+                    session_expires_at: Some(convert::timestamp(r.session_expires_at)),
+                })
+            }
+            decisions::Authentication::Refused(reason) => {
+                pb::authenticate_response::Result::Refused(Refusal {
+                    reason: reason.as_str().to_owned(),
+                    domain: DOMAIN.to_owned(),
+                    message: "session not valid".to_owned(),
+                    field_violations: Vec::new(),
+                })
+            }
+        };
+        Ok(Response::new(pb::AuthenticateResponse {
+            result: Some(result),
+        }))
+    }
+
+    async fn authorize(
+        &self,
+        request: Request<pb::AuthorizeRequest>,
+    ) -> Result<Response<pb::AuthorizeResponse>, Status> {
+        let asked_by = self.authorize(&request, DECIDE).await?;
+        let r = request.get_ref();
+        let mut v = Violations::new();
+        if r.token.is_empty() {
+            v.push("token", "is required");
+        }
+        v.check("action", Action::parse(&r.action));
+        v.check("object", Object::parse(&r.object));
+        v.check("audience", Audience::parse(&r.audience));
+        v.check("purpose", Purpose::parse(&r.purpose));
+        if r.expected_policy_generation.is_some_and(|g| g < 0) {
+            v.push("expected_policy_generation", "must not be negative");
+        }
+        finish(v)?;
+        let question = decisions::Question {
+            token: &r.token,
+            action: &r.action,
+            object: &r.object,
+            audience: &r.audience,
+            purpose: &r.purpose,
+            expected_policy_generation: r.expected_policy_generation,
+            asked_by,
+        };
+        let d = decisions::authorize(self.pool(), &question).await?;
+        Ok(Response::new(pb::AuthorizeResponse {
+            decision: if d.allowed() {
+                pb::Decision::Allow
+            } else {
+                pb::Decision::Deny
+            } as i32,
+            reason: d.reason.as_str().to_owned(),
+            principal: d.principal.as_ref().map(convert::principal),
+            policy_generation: d.policy_generation,
+            revocation_generation: d.revocation_generation,
+        }))
+    }
+
+    async fn enroll_principal(
+        &self,
+        request: Request<pb::EnrollPrincipalRequest>,
+    ) -> Result<Response<pb::EnrollPrincipalResponse>, Status> {
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let r = request.get_ref();
+        let mut v = Violations::new();
+        let kind = convert::principal_kind(&mut v, "kind", r.kind);
+        let name = v.check("name", PrincipalName::parse(&r.name));
+        // Empty: the principal's name. Non-human principals have no user account; a display
+        // name given for one is checked, then not stored.
+        let display_name = match r.display_name.as_str() {
+            "" => Some(None),
+            d => v.check("display_name", DisplayName::parse(d)).map(Some),
+        };
+        finish(v)?;
+        let (Some(kind), Some(name), Some(display_name)) = (kind, name, display_name) else {
+            return Err(convert::missing());
+        };
+        let enrollment = store::principals::Enrollment {
+            kind,
+            name,
+            display_name,
+        };
+        let principal = store::principals::enroll(self.pool(), actor, &enrollment).await?;
+        Ok(Response::new(pb::EnrollPrincipalResponse {
+            principal: Some(convert::principal(&principal)),
+        }))
+    }
+
+    async fn issue_credential(
+        &self,
+        request: Request<pb::IssueCredentialRequest>,
+    ) -> Result<Response<pb::IssueCredentialResponse>, Status> {
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let r = request.get_ref();
+        let mut v = Violations::new();
+        let principal_id = convert::uuid(&mut v, "principal_id", &r.principal_id);
+        let kind = convert::credential_kind(&mut v, "kind", r.kind);
+        let ttl =
+            kind.and_then(|k| v.check("ttl_seconds", lifetime::credential_ttl(k, r.ttl_seconds)));
+        finish(v)?;
+        let (Some(principal_id), Some(kind), Some(ttl)) = (principal_id, kind, ttl) else {
+            return Err(convert::missing());
+        };
+        let issued = store::credentials::issue(self.pool(), actor, principal_id, kind, ttl).await?;
+        Ok(Response::new(pb::IssueCredentialResponse {
+            credential_id: issued.id.to_string(),
+            credential: issued.secret.expose_secret().to_owned(),
+            expires_at: Some(convert::timestamp(issued.expires_at)),
+        }))
+    }
+
+    async fn rotate_credential(
+        &self,
+        request: Request<pb::RotateCredentialRequest>,
+    ) -> Result<Response<pb::RotateCredentialResponse>, Status> {
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let mut v = Violations::new();
+        let credential_id =
+            convert::uuid(&mut v, "credential_id", &request.get_ref().credential_id);
+        finish(v)?;
+        let Some(credential_id) = credential_id else {
+            return Err(convert::missing());
+        };
+        let issued = store::credentials::rotate(self.pool(), actor, credential_id).await?;
+        Ok(Response::new(pb::RotateCredentialResponse {
+            credential_id: issued.id.to_string(),
+            credential: issued.secret.expose_secret().to_owned(),
+            expires_at: Some(convert::timestamp(issued.expires_at)),
+        }))
+    }
+
+    async fn revoke(
+        &self,
+        request: Request<pb::RevokeRequest>,
+    ) -> Result<Response<pb::RevokeResponse>, Status> {
+        use pb::revoke_request::Target;
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let mut v = Violations::new();
+        enum What {
+            Credential,
+            Session,
+            Principal,
+        }
+        let target = match &request.get_ref().target {
+            Some(Target::CredentialId(id)) => {
+                convert::uuid(&mut v, "credential_id", id).map(|id| (What::Credential, id))
+            }
+            Some(Target::SessionId(id)) => {
+                convert::uuid(&mut v, "session_id", id).map(|id| (What::Session, id))
+            }
+            Some(Target::PrincipalId(id)) => {
+                convert::uuid(&mut v, "principal_id", id).map(|id| (What::Principal, id))
+            }
+            None => {
+                v.push(
+                    "target",
+                    "one of credential_id, session_id or principal_id is required",
+                );
+                None
+            }
+        };
+        finish(v)?;
+        let pool = self.pool();
+        let revoked = match target {
+            Some((What::Credential, id)) => store::credentials::revoke(pool, actor, id).await?,
+            Some((What::Session, id)) => store::sessions::revoke(pool, actor, id).await?,
+            Some((What::Principal, id)) => store::principals::revoke(pool, actor, id).await?,
+            None => {
+                return Err(convert::missing());
+            }
+        };
+        Ok(Response::new(pb::RevokeResponse {
+            changed: revoked.changed,
+            revocation_generation: revoked.revocation_generation,
+        }))
+    }
+
+    async fn assign(
+        &self,
+        request: Request<pb::AssignRequest>,
+    ) -> Result<Response<pb::AssignResponse>, Status> {
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let r = request.get_ref();
+        let mut v = Violations::new();
+        let principal_id = convert::uuid(&mut v, "principal_id", &r.principal_id);
+        let action = v.check("action", Action::parse(&r.action));
+        let object = v.check("object", Object::parse(&r.object));
+        let audience = v.check("audience", Audience::parse(&r.audience));
+        let purpose = v.check("purpose", Purpose::parse(&r.purpose));
+        let expires_at = match &r.expires_at {
+            None => Some(None),
+            Some(t) => convert::time(&mut v, "expires_at", t).map(Some),
+        };
+        finish(v)?;
+        let (
+            Some(principal_id),
+            Some(action),
+            Some(object),
+            Some(audience),
+            Some(purpose),
+            Some(expires_at),
+        ) = (principal_id, action, object, audience, purpose, expires_at)
+        else {
+            return Err(convert::missing());
+        };
+        let grant = Question {
+            action,
+            object,
+            audience,
+            purpose,
+        };
+        let assigned =
+            store::assignments::assign(self.pool(), actor, principal_id, &grant, expires_at)
+                .await?;
+        Ok(Response::new(pb::AssignResponse {
+            assignment: Some(convert::assignment(&assigned.assignment)),
+            policy_generation: assigned.policy_generation,
+        }))
+    }
+
+    async fn unassign(
+        &self,
+        request: Request<pb::UnassignRequest>,
+    ) -> Result<Response<pb::UnassignResponse>, Status> {
+        let actor = self.authorize(&request, ADMINISTER).await?;
+        let mut v = Violations::new();
+        let assignment_id =
+            convert::uuid(&mut v, "assignment_id", &request.get_ref().assignment_id);
+        finish(v)?;
+        let Some(assignment_id) = assignment_id else {
+            return Err(convert::missing());
+        };
+        let u = store::assignments::unassign(self.pool(), actor, assignment_id).await?;
+        Ok(Response::new(pb::UnassignResponse {
+            changed: u.changed,
+            policy_generation: u.policy_generation,
+        }))
+    }
+
+    async fn list_principals(
+        &self,
+        request: Request<pb::ListPrincipalsRequest>,
+    ) -> Result<Response<pb::ListPrincipalsResponse>, Status> {
+        self.authorize(&request, ADMINISTER).await?;
+        let (size, token) = convert::page(request.get_ref().page.as_ref());
+        let mut v = Violations::new();
+        let after = v.check(
+            "page.page_token",
+            paging::uuid_after(List::Principals, token),
+        );
+        finish(v)?;
+        let page = store::principals::list(self.pool(), size, after.flatten()).await?;
+        Ok(Response::new(pb::ListPrincipalsResponse {
+            principals: page.items.iter().map(convert::principal).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn list_assignments(
+        &self,
+        request: Request<pb::ListAssignmentsRequest>,
+    ) -> Result<Response<pb::ListAssignmentsResponse>, Status> {
+        self.authorize(&request, ADMINISTER).await?;
+        let r = request.get_ref();
+        let (size, token) = convert::page(r.page.as_ref());
+        let mut v = Violations::new();
+        let principal_id = convert::optional_uuid(&mut v, "principal_id", &r.principal_id);
+        let after = v.check(
+            "page.page_token",
+            paging::uuid_after(List::Assignments, token),
+        );
+        finish(v)?;
+        let page =
+            store::assignments::list(self.pool(), principal_id.flatten(), size, after.flatten())
+                .await?;
+        Ok(Response::new(pb::ListAssignmentsResponse {
+            assignments: page.items.iter().map(convert::assignment).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn list_audit(
+        &self,
+        request: Request<pb::ListAuditRequest>,
+    ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        self.authorize(&request, ADMINISTER).await?;
+        let (size, token) = convert::page(request.get_ref().page.as_ref());
+        let mut v = Violations::new();
+        let before = v.check("page.page_token", paging::seq_before(token));
+        finish(v)?;
+        let page = store::audit::list(self.pool(), size, before.flatten()).await?;
+        Ok(Response::new(pb::ListAuditResponse {
+            events: page.items.iter().map(convert::audit_event).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
         }))
     }
 }
 
-/// Start the office: its routes, every call behind the authenticator.
+/// Start the office: its routes (every call passes the auth layer, then `authorize`).
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move { Ok(routes(&ctx)) })
 }
@@ -35,5 +419,5 @@ fn routes(ctx: &ServeContext) -> Routes {
     let server = WardServer::new(WardService { ctx: ctx.clone() })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());
-    Routes::new(InterceptedService::new(server, ctx.authenticator.clone()))
+    Routes::new(server)
 }

@@ -1,24 +1,85 @@
-//! The Ward office: authenticates, authorizes, records consent; never executes an effect.
+//! The Ward office: authenticates, authorizes, administers identities; never executes an
+//! effect.
 //!
-//! Layers: `grpc` (thin handlers: decode → call domain/store → encode). `domain/` (pure rules,
-//! no sqlx, no tonic) and `store/` (SQL on the `ward` schema only) arrive with the office's
-//! features.
+//! Layers: `domain/` (pure rules: grammar, secrets, lifetimes, decisions, paging — no sqlx, no
+//! tonic), `store/` (SQL on the `ward` schema only, one module per aggregate), `grpc` (thin
+//! handlers: decode → domain/store → encode), `verifier` (Ward's own [`lychd_auth::Verifier`],
+//! deciding from its tables), `error` (the one error type and its status mapping).
 
+pub mod domain;
+pub mod error;
 pub mod grpc;
+pub mod store;
+pub mod verifier;
 
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use lychd_runtime::Office;
-use lychd_runtime::cli::OfficeSpec;
+use lychd_runtime::cli::{OfficeCommand, OfficeSpec};
+use lychd_runtime::config::OfficeConfig;
 use sqlx::migrate::Migrator;
+
+pub use error::{Result, WardError};
+pub use store::bootstrap::Bootstrapped;
+pub use verifier::LocalVerifier;
 
 /// The office's migrations, applied by `lychd-ward migrate` as role `lychd_ward_owner`.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 pub const OFFICE: Office = Office::Ward;
 
+/// Name of the first operator created by `lychd-ward bootstrap`.
+pub const OPERATOR_NAME: &str = "operator";
+
+/// Ward's verifier: decisions from its own tables (for `OfficeSpec::local_verifier`).
+pub fn local_verifier(pool: sqlx::PgPool) -> Arc<dyn lychd_auth::Verifier> {
+    Arc::new(LocalVerifier::new(pool))
+}
+
+/// Create the first operator `name` with `ward:administer` on `principal:*` and a standing
+/// credential (returned once), unless Ward already has a principal.
+pub async fn bootstrap(pool: &sqlx::PgPool, name: &str) -> Result<Bootstrapped> {
+    store::bootstrap::bootstrap(pool, name).await
+}
+
+/// `lychd-ward bootstrap`: prints the operator credential exactly once on stdout.
+fn bootstrap_command(
+    _config: Arc<OfficeConfig>,
+    pool: sqlx::PgPool,
+) -> BoxFuture<'static, ExitCode> {
+    Box::pin(async move {
+        match bootstrap(&pool, OPERATOR_NAME).await {
+            Ok(b) => {
+                println!("{}", b.credential);
+                eprintln!(
+                    "lychd-ward: bootstrapped operator `{OPERATOR_NAME}` ({}); its credential, printed above, is shown only this once",
+                    b.principal_id
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("lychd-ward: bootstrap refused: {e}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+const COMMANDS: &[OfficeCommand] = &[OfficeCommand {
+    name: "bootstrap",
+    about: "create the first operator and print its credential once (refused if already bootstrapped)",
+    run: bootstrap_command,
+}];
+
 pub fn spec() -> OfficeSpec {
     OfficeSpec {
         office: OFFICE,
         migrator: &MIGRATOR,
         start: grpc::start,
+        local_verifier: Some(local_verifier),
+        self_authenticating: &["/lychd.ward.v1.Ward/ExchangeCredential"],
+        commands: COMMANDS,
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -79,8 +79,8 @@ async fn run_offices(
     lychd_pg::provision(pg_port, DATABASE)
         .await
         .map_err(|e| anyhow::anyhow!("provisioning: {e}"))?;
-    let token_file = dev_dir.join("operator.token");
-    ensure_token(&token_file)?;
+    let credentials_dir = dev_dir.join("credentials");
+    std::fs::create_dir_all(&credentials_dir)?;
 
     let mut ports = BTreeMap::new();
     for (i, office) in Office::ALL.into_iter().enumerate() {
@@ -95,7 +95,12 @@ async fn run_offices(
     let mut offices = Vec::new();
     for office in Office::ALL {
         let config = dev_dir.join("config").join(format!("{office}.toml"));
-        std::fs::write(&config, office_config(office, &ports, pg_port, &token_file))?;
+        let credential =
+            (office != Office::Ward).then(|| credentials_dir.join(format!("{office}.credential")));
+        std::fs::write(
+            &config,
+            office_config(office, &ports, pg_port, credential.as_deref()),
+        )?;
         let binary = bin_dir.join(office.binary());
         let out = Command::new(&binary)
             .arg("--config")
@@ -119,11 +124,77 @@ async fn run_offices(
             ports[&office],
         ));
     }
-    for o in &mut offices {
+
+    // Ward first: bootstrap once, then it decides for everyone.
+    let operator_credential = dev_dir.join("operator.credential");
+    let ward = &mut offices[Office::ALL
+        .iter()
+        .position(|o| *o == Office::Ward)
+        .expect("ward is an office")];
+    if !operator_credential.is_file() {
+        let out = Command::new(&ward.binary)
+            .arg("--config")
+            .arg(&ward.config)
+            .arg("bootstrap")
+            .output()
+            .await?;
+        if !out.status.success() {
+            bail!(
+                "ward bootstrap failed: {} (a persisted stack whose {} was lost cannot be recovered: remove {} to start over)",
+                String::from_utf8_lossy(&out.stderr).trim(),
+                operator_credential.display(),
+                dev_dir.parent().unwrap_or(dev_dir).join("pg").display()
+            );
+        }
+        write_secret(
+            &operator_credential,
+            String::from_utf8_lossy(&out.stdout).trim(),
+        )?;
+        println!(
+            "ward bootstrapped: operator credential in {} (mode 0600)",
+            operator_credential.display()
+        );
+    }
+    ward.spawn()?;
+    ward.wait_serving(Duration::from_secs(30)).await?;
+    let ward_channel =
+        lychd_runtime::client::channel(&format!("http://127.0.0.1:{}", ports[&Office::Ward]))?;
+    let credential = std::fs::read_to_string(&operator_credential)?;
+    let session = lychd_auth::admin::exchange(
+        ward_channel.clone(),
+        credential.trim(),
+        OPERATOR_SESSION_SECONDS,
+    )
+    .await
+    .context("operator session from ward")?;
+    let token_file = dev_dir.join("operator.token");
+    let _ = std::fs::remove_file(&token_file);
+    write_secret(&token_file, &session.token)?;
+
+    // Each office: a service principal allowed to ask Ward and to describe its peers; the
+    // operator may describe every office.
+    let mut admin = lychd_auth::admin::WardAdmin::new(ward_channel, &session.token)?;
+    for office in Office::ALL {
+        admin
+            .allow_describe(&session.principal_id, office.name())
+            .await?;
+        if office == Office::Ward {
+            continue;
+        }
+        let id = admin.ensure_office_principal(office.name()).await?;
+        for peer in Office::ALL.into_iter().filter(|p| *p != office) {
+            admin.allow_describe(&id, peer.name()).await?;
+        }
+        let file = credentials_dir.join(format!("{office}.credential"));
+        if !file.is_file() {
+            write_secret(&file, &admin.issue_standing(&id).await?)?;
+        }
+    }
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
         o.spawn()?;
     }
-    for o in &mut offices {
-        o.wait_serving(Duration::from_secs(30)).await?;
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.wait_serving(Duration::from_secs(45)).await?;
     }
 
     let endpoints: BTreeMap<&str, String> = offices
@@ -146,22 +217,31 @@ async fn run_offices(
         );
     }
     println!("endpoints     {}", endpoints_file.display());
-    println!("credential    {} (mode 0600)", token_file.display());
-    let ward = ports[&Office::Ward];
-    println!("\ntry:\n  grpcurl -plaintext 127.0.0.1:{ward} list");
     println!(
-        "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"include_peers\": true}}' 127.0.0.1:{ward} lychd.ward.v1.Ward/Describe",
+        "operator      {} (standing credential) and {} (session, 12 h), mode 0600",
+        operator_credential.display(),
+        token_file.display()
+    );
+    let ward_port = ports[&Office::Ward];
+    println!("\ntry:\n  grpcurl -plaintext 127.0.0.1:{ward_port} list");
+    println!(
+        "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"include_peers\": true}}' 127.0.0.1:{ward_port} lychd.ward.v1.Ward/Describe",
         token_file.display()
     );
     println!("\nCtrl-C stops everything.");
 
     supervise(&mut offices).await;
+    // Ward last: the others may still ask it while draining.
+    offices.sort_by_key(|o| o.office == Office::Ward);
     for o in &mut offices {
         o.stop().await;
     }
     let _ = std::fs::remove_file(&endpoints_file);
     Ok(())
 }
+
+/// Lifetime asked for the operator's dev session (Ward may cap it).
+const OPERATOR_SESSION_SECONDS: u32 = 12 * 3600;
 
 /// Restart crashed offices with backoff until SIGINT or SIGTERM.
 async fn supervise(offices: &mut [Supervised]) {
@@ -339,20 +419,24 @@ fn office_config(
     office: Office,
     ports: &BTreeMap<Office, u16>,
     pg_port: u16,
-    token_file: &Path,
+    credential: Option<&Path>,
 ) -> String {
     let mut s = format!(
         "# written by `lychd dev`; regenerated at every start\n\
          [server]\nlisten = \"127.0.0.1:{}\"\n\n\
          [database]\nurl = \"postgres://{}@127.0.0.1:{pg_port}/{DATABASE}\"\n\
          migrate_url = \"postgres://{}@127.0.0.1:{pg_port}/{DATABASE}\"\n\n\
-         [telemetry]\nformat = \"json\"\nfilter = \"info\"\n\n\
-         [auth]\ntoken_file = \"{}\"\n",
+         [telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
         ports[&office],
         office.runtime_role(),
         office.owner_role(),
-        token_file.display()
     );
+    if let Some(file) = credential {
+        s.push_str(&format!(
+            "\n[auth]\ncredential_file = \"{}\"\n",
+            file.display()
+        ));
+    }
     for (peer, port) in ports.iter().filter(|(p, _)| **p != office) {
         s.push_str(&format!(
             "\n[peers.{peer}]\nendpoint = \"http://127.0.0.1:{port}\"\n"
@@ -361,21 +445,16 @@ fn office_config(
     s
 }
 
-/// The stack credential: 256 random bits, written once with mode 0600.
-fn ensure_token(path: &Path) -> anyhow::Result<()> {
-    if path.is_file() {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        return Ok(());
-    }
-    let bytes: [u8; 32] = rand::random();
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+/// Write a secret with mode 0600 (created new; an existing file is replaced).
+fn write_secret(path: &Path, secret: &str) -> anyhow::Result<()> {
     use std::io::Write;
+    let _ = std::fs::remove_file(path);
     let mut f = std::fs::OpenOptions::new()
         .create_new(true)
         .write(true)
         .mode(0o600)
         .open(path)?;
-    f.write_all(token.as_bytes())?;
+    f.write_all(secret.as_bytes())?;
     Ok(())
 }
 

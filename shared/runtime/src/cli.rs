@@ -10,11 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use futures::future::BoxFuture;
+use lychd_auth::Verifier;
+use lychd_auth::credentials::SessionSource;
+use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use tokio::net::TcpListener;
 
 use crate::Office;
-use crate::auth::Authenticator;
+use crate::auth::Authorizer;
 use crate::client::Outgoing;
 use crate::config::{OfficeConfig, Secrets, load_secret};
 use crate::health::HealthState;
@@ -26,6 +30,21 @@ pub struct OfficeSpec {
     pub office: Office,
     pub migrator: &'static Migrator,
     pub start: Start,
+    /// Ward answers authorization questions from its own tables; every other office leaves
+    /// this `None` and asks Ward over gRPC (`peers.ward`).
+    pub local_verifier: Option<fn(PgPool) -> Arc<dyn Verifier>>,
+    /// Methods that take a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    pub self_authenticating: &'static [&'static str],
+    /// Office-specific subcommands (e.g. `lychd-ward bootstrap`), run with the runtime pool
+    /// after the same readiness checks as `serve`.
+    pub commands: &'static [OfficeCommand],
+}
+
+/// An office-specific subcommand.
+pub struct OfficeCommand {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub run: fn(Arc<OfficeConfig>, PgPool) -> BoxFuture<'static, ExitCode>,
 }
 
 #[derive(Parser, Debug)]
@@ -53,6 +72,9 @@ enum Command {
         #[arg(long, default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// An office-specific command (see the office's documentation).
+    #[command(external_subcommand)]
+    Other(Vec<String>),
 }
 
 /// Run an office binary. Never returns an error past this point: every failure is a message on
@@ -94,6 +116,7 @@ pub fn main(spec: OfficeSpec) -> ExitCode {
             }
             Command::Migrate => run_migrate(&spec, config).await,
             Command::Serve => run_serve(&spec, config).await,
+            Command::Other(args) => run_other(&spec, config, args).await,
         }
     })
 }
@@ -210,6 +233,108 @@ async fn run_serve(spec: &OfficeSpec, config: OfficeConfig) -> ExitCode {
     code
 }
 
+/// Connect as the runtime role and run the same checks as `serve`.
+async fn ready_pool(
+    spec: &OfficeSpec,
+    config: &OfficeConfig,
+    secrets: &Secrets,
+) -> Result<PgPool, String> {
+    let opts = crate::db::connect_options(
+        &config.database.url,
+        secrets.db_password.as_ref(),
+        spec.office,
+    )
+    .map_err(|e| format!("database.url: {e}"))?;
+    let pool = crate::db::pool(opts, config.database.max_connections)
+        .await
+        .map_err(|e| format!("database unreachable: {e}"))?;
+    crate::db::check_ready(&pool, spec.office, spec.migrator)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pool)
+}
+
+async fn run_other(spec: &OfficeSpec, config: OfficeConfig, args: Vec<String>) -> ExitCode {
+    let office = spec.office;
+    let Some(command) = args
+        .first()
+        .and_then(|name| spec.commands.iter().find(|c| c.name == name))
+    else {
+        let known: Vec<&str> = spec.commands.iter().map(|c| c.name).collect();
+        eprintln!(
+            "lychd-{office}: unknown command `{}`; commands: serve, migrate, healthcheck{}",
+            args.first().map(String::as_str).unwrap_or(""),
+            known.iter().map(|k| format!(", {k}")).collect::<String>()
+        );
+        return ExitCode::from(2);
+    };
+    if args.len() > 1 {
+        eprintln!(
+            "lychd-{office}: `{}` takes no arguments ({})",
+            command.name, command.about
+        );
+        return ExitCode::from(2);
+    }
+    let secrets = match load_secrets(office, &config) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let pool = match ready_pool(spec, &config, &secrets).await {
+        Ok(p) => p,
+        Err(msg) => {
+            eprintln!("lychd-{office}: refusing to run `{}`: {msg}", command.name);
+            return ExitCode::from(1);
+        }
+    };
+    let code = (command.run)(Arc::new(config), pool.clone()).await;
+    pool.close().await;
+    code
+}
+
+/// The verifier (Ward's own tables, or Ward over gRPC) and the outgoing session.
+async fn authorization(
+    spec: &OfficeSpec,
+    config: &OfficeConfig,
+    secrets: &Secrets,
+    pool: &PgPool,
+) -> Result<(Arc<dyn Verifier>, Outgoing), String> {
+    let ward_channel = config
+        .peers
+        .get("ward")
+        .map(|p| {
+            crate::client::channel(&p.endpoint).map_err(|e| format!("peers.ward.endpoint: {e}"))
+        })
+        .transpose()?;
+    if let Some(local) = spec.local_verifier {
+        // Ward: decisions from its own tables. It presents a session to other offices only if
+        // it has a credential and knows where to exchange it (itself, once serving).
+        let session = match (&secrets.credential, ward_channel) {
+            (Some(credential), Some(channel)) => {
+                Some(SessionSource::start(channel, credential.clone()))
+            }
+            _ => None,
+        };
+        return Ok((local(pool.clone()), Outgoing::new(session)));
+    }
+    let channel =
+        ward_channel.ok_or("peers.ward is required: every office asks Ward for decisions")?;
+    let credential = secrets
+        .credential
+        .clone()
+        .ok_or("auth.credential_file is required: the office needs its own session with Ward")?;
+    let session = SessionSource::start(channel.clone(), credential);
+    if !session.ready(Duration::from_secs(30)).await {
+        return Err(
+            "no session from ward within 30 s (is ward up, and the credential valid?)".into(),
+        );
+    }
+    let verifier = Arc::new(lychd_auth::ward::WardVerifier::new(
+        channel,
+        session.clone(),
+    ));
+    Ok((verifier, Outgoing::new(Some(session))))
+}
+
 async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Secrets) -> ExitCode {
     let office = spec.office;
     let refuse = |msg: String| {
@@ -217,28 +342,17 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         eprintln!("lychd-{office}: refusing to serve: {msg}");
         ExitCode::from(1)
     };
-    let opts = match crate::db::connect_options(
-        &config.database.url,
-        secrets.db_password.as_ref(),
-        office,
-    ) {
-        Ok(o) => o,
-        Err(e) => return refuse(format!("database.url: {e}")),
-    };
-    let pool = match crate::db::pool(opts, config.database.max_connections).await {
+    let pool = match ready_pool(spec, &config, &secrets).await {
         Ok(p) => p,
-        Err(e) => return refuse(format!("database unreachable: {e}")),
-    };
-    if let Err(e) = crate::db::check_ready(&pool, office, spec.migrator).await {
-        return refuse(e.to_string());
-    }
-    let outgoing = match Outgoing::new(&secrets.token) {
-        Ok(o) => o,
-        Err(e) => return refuse(format!("auth.token_file: {e}")),
+        Err(msg) => return refuse(msg),
     };
     let listener = match TcpListener::bind(config.server.listen).await {
         Ok(l) => l,
         Err(e) => return refuse(format!("cannot bind {}: {e}", config.server.listen)),
+    };
+    let (verifier, outgoing) = match authorization(spec, &config, &secrets, &pool).await {
+        Ok(v) => v,
+        Err(msg) => return refuse(msg),
     };
     let addr = listener
         .local_addr()
@@ -249,9 +363,10 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         office,
         config: Arc::new(config),
         pool: pool.clone(),
-        authenticator: Authenticator::new(&secrets.token),
+        authorizer: Authorizer::new(office.name(), verifier),
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
+        self_authenticating: spec.self_authenticating,
     };
     let routes = match (spec.start)(ctx.clone()).await {
         Ok(routes) => routes,

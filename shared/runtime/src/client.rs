@@ -1,65 +1,60 @@
 //! Calling other offices: a lazily connected channel plus an interceptor that presents this
-//! office's credential and carries the current trace context.
+//! office's current Ward session and carries the current trace context.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
+use lychd_auth::credentials::SessionSource;
+use secrecy::ExposeSecret;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
-use crate::telemetry::inject_current;
-
-/// Adds `authorization: Bearer …` and W3C trace context to every outgoing call.
-#[derive(Clone)]
+/// Adds `authorization: Bearer <session>` (when this office has one) and W3C trace context to
+/// every outgoing call.
+#[derive(Clone, Debug, Default)]
 pub struct Outgoing {
-    authorization: Arc<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
-}
-
-impl std::fmt::Debug for Outgoing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Outgoing([redacted])")
-    }
+    session: Option<SessionSource>,
 }
 
 impl Outgoing {
-    pub fn new(token: &SecretString) -> Result<Self, InvalidCredential> {
-        let mut value =
-            tonic::metadata::MetadataValue::try_from(format!("Bearer {}", token.expose_secret()))
-                .map_err(|_| InvalidCredential)?;
-        value.set_sensitive(true);
-        Ok(Outgoing {
-            authorization: Arc::new(value),
-        })
+    pub fn new(session: Option<SessionSource>) -> Self {
+        Outgoing { session }
+    }
+
+    pub fn session(&self) -> Option<&SessionSource> {
+        self.session.as_ref()
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("credential is not a valid header value")]
-pub struct InvalidCredential;
-
 impl tonic::service::Interceptor for Outgoing {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request
-            .metadata_mut()
-            .insert("authorization", (*self.authorization).clone());
-        inject_current(request.metadata_mut());
+        if let Some(token) = self.session.as_ref().and_then(SessionSource::current) {
+            let mut value = format!("Bearer {}", token.expose_secret())
+                .parse::<tonic::metadata::MetadataValue<_>>()
+                .map_err(|_| Status::internal("session token is not a header value"))?;
+            value.set_sensitive(true);
+            request.metadata_mut().insert("authorization", value);
+        }
+        lychd_auth::inject_trace(request.metadata_mut());
         Ok(request)
     }
 }
 
-/// A channel to another office with this office's credential and trace propagation.
+/// A channel to another office with this office's session and trace propagation.
 pub type PeerChannel = InterceptedService<Channel, Outgoing>;
 
-/// Connects lazily: the first call dials; an unreachable peer fails that call, not start-up.
+/// A lazily connecting channel: the first call dials; an unreachable peer fails that call, not
+/// start-up.
+pub fn channel(endpoint: &str) -> Result<Channel, tonic::transport::Error> {
+    Ok(Endpoint::from_shared(endpoint.to_owned())?
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(30))
+        .connect_lazy())
+}
+
 pub fn peer_channel(
     endpoint: &str,
     outgoing: Outgoing,
 ) -> Result<PeerChannel, tonic::transport::Error> {
-    let channel = Endpoint::from_shared(endpoint.to_owned())?
-        .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(30))
-        .connect_lazy();
-    Ok(InterceptedService::new(channel, outgoing))
+    Ok(InterceptedService::new(channel(endpoint)?, outgoing))
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
 use crate::Office;
@@ -85,9 +85,10 @@ pub struct TelemetryConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
-    /// File holding the bearer credential this office accepts and presents to its peers
-    /// (interim stack credential until Ward sessions; see docs/adr/0002). Required.
-    pub token_file: Option<PathBuf>,
+    /// File holding this office's standing service credential, exchanged with Ward for the
+    /// session it presents to other offices (and to Ward when it asks for decisions). Required
+    /// for every office but Ward.
+    pub credential_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,7 +122,9 @@ impl OfficeConfig {
                 filter: format!("info,lychd_{name}=info"),
                 otlp_endpoint: None,
             },
-            auth: AuthConfig { token_file: None },
+            auth: AuthConfig {
+                credential_file: None,
+            },
             peers: BTreeMap::new(),
             office: toml::Table::new(),
             source: None,
@@ -370,14 +373,17 @@ pub fn load_secret(field: &str, path: &Path) -> Result<SecretString, ConfigError
 
 /// Secrets `serve` needs, loaded once at start (`migrate` needs only the owner password).
 pub struct Secrets {
-    pub token: SecretString,
+    pub credential: Option<SecretString>,
     pub db_password: Option<SecretString>,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
-            .field("token", &"[redacted]")
+            .field(
+                "credential",
+                &self.credential.as_ref().map(|_| "[redacted]"),
+            )
             .field(
                 "db_password",
                 &self.db_password.as_ref().map(|_| "[redacted]"),
@@ -388,36 +394,29 @@ impl std::fmt::Debug for Secrets {
 
 impl Secrets {
     pub fn load(cfg: &OfficeConfig) -> Result<Self, ConfigError> {
-        let token_path = cfg
+        let credential = cfg
             .auth
-            .token_file
+            .credential_file
             .as_deref()
-            .ok_or_else(|| ConfigError::Invalid {
-                origin: "configuration".into(),
-                field: "auth.token_file".into(),
-                message: "is required: every RPC but health and reflection is authenticated".into(),
-            })?;
-        let token = load_secret("auth.token_file", token_path)?;
-        if token.expose_secret().len() < 16 {
-            return Err(ConfigError::Secret {
-                field: "auth.token_file".into(),
-                path: token_path.display().to_string(),
-                reason: "credential shorter than 16 characters".into(),
-            });
-        }
+            .map(|p| load_secret("auth.credential_file", p))
+            .transpose()?;
         let db_password = cfg
             .database
             .password_file
             .as_deref()
             .map(|p| load_secret("database.password_file", p))
             .transpose()?;
-        Ok(Secrets { token, db_password })
+        Ok(Secrets {
+            credential,
+            db_password,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use secrecy::ExposeSecret;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
@@ -445,7 +444,13 @@ mod tests {
                 cfg.database.migrate_url.contains(&office.owner_role()),
                 "{office}"
             );
-            assert!(cfg.auth.token_file.is_some(), "{office}");
+            assert!(cfg.auth.credential_file.is_some(), "{office}");
+            if office != Office::Ward {
+                assert!(
+                    cfg.peers.contains_key("ward"),
+                    "{office} must know where ward is"
+                );
+            }
             assert!(
                 cfg.peers.keys().all(|p| p != office.name()),
                 "{office} lists itself as a peer"
@@ -651,11 +656,11 @@ mod tests {
     #[test]
     fn secrets_load_from_files_and_never_print() {
         let dir = tempfile::tempdir().expect("tmp");
-        let token = write(dir.path(), "token", "s3cr3t-token-value-0123456789\n");
+        let token = write(dir.path(), "credential", "s3cr3t-token-value-0123456789\n");
         let pw = write(dir.path(), "pw", "db-password-value\n");
         let env = vec![
             (
-                "LYCHD_WARD__AUTH__TOKEN_FILE".to_owned(),
+                "LYCHD_WARD__AUTH__CREDENTIAL_FILE".to_owned(),
                 token.display().to_string(),
             ),
             (
@@ -666,8 +671,12 @@ mod tests {
         let cfg = OfficeConfig::load(Office::Ward, None, env).expect("loads");
         let secrets = Secrets::load(&cfg).expect("secrets");
         assert_eq!(
-            secrets.token.expose_secret(),
-            "s3cr3t-token-value-0123456789"
+            secrets
+                .credential
+                .as_ref()
+                .map(|s| s.expose_secret().to_owned())
+                .as_deref(),
+            Some("s3cr3t-token-value-0123456789")
         );
         assert_eq!(
             secrets
@@ -685,24 +694,27 @@ mod tests {
     }
 
     #[test]
-    fn missing_or_short_token_is_refused_without_echo() {
-        let cfg = OfficeConfig::load(Office::Ward, None, no_env()).expect("loads");
-        let text = Secrets::load(&cfg).expect_err("required").to_string();
-        assert!(
-            text.contains("auth.token_file") && text.contains("required"),
-            "{text}"
-        );
-
+    fn empty_or_unreadable_secret_is_refused_naming_field_and_file() {
         let dir = tempfile::tempdir().expect("tmp");
-        let token = write(dir.path(), "token", "short");
+        let empty = write(dir.path(), "credential", "\n");
         let env = vec![(
-            "LYCHD_WARD__AUTH__TOKEN_FILE".to_owned(),
-            token.display().to_string(),
+            "LYCHD_WARD__AUTH__CREDENTIAL_FILE".to_owned(),
+            empty.display().to_string(),
         )];
         let cfg = OfficeConfig::load(Office::Ward, None, env).expect("loads");
-        let text = Secrets::load(&cfg).expect_err("too short").to_string();
+        let text = Secrets::load(&cfg).expect_err("empty").to_string();
         assert!(
-            text.contains("shorter than 16") && !text.contains("short\""),
+            text.contains("auth.credential_file") && text.contains("empty"),
+            "{text}"
+        );
+        let env = vec![(
+            "LYCHD_WARD__DATABASE__PASSWORD_FILE".to_owned(),
+            "/nonexistent/pw".to_owned(),
+        )];
+        let cfg = OfficeConfig::load(Office::Ward, None, env).expect("loads");
+        let text = Secrets::load(&cfg).expect_err("missing").to_string();
+        assert!(
+            text.contains("database.password_file") && text.contains("/nonexistent/pw"),
             "{text}"
         );
     }

@@ -11,7 +11,6 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::Routes;
 use tonic::transport::Server;
 use tower::ServiceBuilder;
@@ -20,21 +19,23 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::Office;
-use crate::auth::Authenticator;
+use crate::auth::Authorizer;
 use crate::client::Outgoing;
 use crate::config::OfficeConfig;
 use crate::health::HealthState;
 
-/// What an office's handlers get: its config, database pool, the authenticator for its own
-/// API, the credential it presents to peers, and its health.
+/// What an office's handlers get: its config, database pool, the authorizer (Ward decides),
+/// the outgoing interceptor carrying its own session, and its health.
 #[derive(Clone)]
 pub struct ServeContext {
     pub office: Office,
     pub config: Arc<OfficeConfig>,
     pub pool: PgPool,
-    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
     pub outgoing: Outgoing,
     pub health: HealthState,
+    /// Methods that take a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    pub self_authenticating: &'static [&'static str],
 }
 
 impl ServeContext {
@@ -42,29 +43,18 @@ impl ServeContext {
         self.config.server.max_message_bytes
     }
 
-    /// Decide whether the caller of `request` may perform `action` (`<office>:<verb>`) on
-    /// `object` (`<type>:<id>` or `<type>:*`). Handlers call this first, with the action and
-    /// object declared next to them, and again (`authorize` once more) immediately before an
-    /// effect. Refusals are `UNAUTHENTICATED` or `PERMISSION_DENIED` with a stable reason.
-    ///
-    /// Interim (docs/adr/0002): the interceptor already verified the stack credential, whose
-    /// holder may do everything; Ward I replaces this with a call to Ward.
+    /// May the caller of `request` perform `action` (`<office>:<verb>`) on `object`
+    /// (`<type>:<id>` or `<type>:*`)? Handlers call this first, with the action and object
+    /// declared next to them, and again immediately before an effect. Audience is this office;
+    /// purpose is the action's verb ([`Authorizer::authorize_for`] takes an explicit one).
+    /// Refusals are `UNAUTHENTICATED` or `PERMISSION_DENIED` with Ward's reason.
     pub async fn authorize<T>(
         &self,
         request: &tonic::Request<T>,
         action: &str,
         object: &str,
-    ) -> Result<crate::auth::Principal, tonic::Status> {
-        let _ = (action, object);
-        match request.metadata().get("authorization") {
-            Some(_) => Ok(crate::auth::Principal::stack()),
-            None => Err(crate::status::refusal(
-                tonic::Code::Unauthenticated,
-                "lychd.runtime",
-                "CREDENTIAL_MISSING",
-                "missing bearer credential",
-            )),
-        }
+    ) -> Result<lychd_auth::Principal, tonic::Status> {
+        self.authorizer.authorize(request, action, object).await
     }
 }
 
@@ -123,6 +113,10 @@ pub async fn serve(
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::INFO)),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(lychd_auth::layer::AuthLayer::new(
+            ctx.authorizer.verifier().clone(),
+            ctx.self_authenticating,
+        ))
         .layer(GlobalConcurrencyLimitLayer::new(
             cfg.server.concurrency_limit,
         ));
@@ -141,7 +135,10 @@ pub async fn serve(
         .timeout(cfg.request_timeout())
         .layer(layers)
         .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            signal,
+        );
 
     health.set_serving();
     tracing::info!(office = %office, "serving");

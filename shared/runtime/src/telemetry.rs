@@ -3,7 +3,7 @@
 //! extracted from incoming and injected into outgoing gRPC calls.
 
 use opentelemetry::global;
-use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -99,12 +99,6 @@ pub fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
     span
 }
 
-/// Write the current span's trace context into outgoing gRPC metadata.
-pub fn inject_current(metadata: &mut tonic::metadata::MetadataMap) {
-    let cx = tracing::Span::current().context();
-    global::get_text_map_propagator(|p| p.inject_context(&cx, &mut MetadataInjector(metadata)));
-}
-
 struct HeaderExtractor<'a>(&'a http::HeaderMap);
 
 impl Extractor for HeaderExtractor<'_> {
@@ -113,18 +107,5 @@ impl Extractor for HeaderExtractor<'_> {
     }
     fn keys(&self) -> Vec<&str> {
         self.0.keys().map(|k| k.as_str()).collect()
-    }
-}
-
-struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
-
-impl Injector for MetadataInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(k), Ok(v)) = (
-            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
-            tonic::metadata::MetadataValue::try_from(value.as_str()),
-        ) {
-            self.0.insert(k, v);
-        }
     }
 }

@@ -9,6 +9,7 @@
 
 mod pg;
 mod process;
+pub mod simllama;
 mod spawn;
 
 pub use pg::{TestDb, cluster_dir, test_db, test_db_unmigrated};

@@ -79,11 +79,15 @@ impl OfficeProcess {
     }
 }
 
-/// Offices as real processes on one test database.
+/// Offices as real processes on one test database. Ward is always one of them (it decides
+/// for the others); `token` is a session of the bootstrapped `operator`, who may administer
+/// Ward and call `Describe` on every office of the sandbox.
 pub struct Sandbox {
     pub db: TestDb,
     pub token: String,
-    pub token_file: PathBuf,
+    pub operator_id: String,
+    /// The operator's standing credential (printed once by `lychd-ward bootstrap`).
+    pub operator_credential: String,
     pub dir: tempfile::TempDir,
     pub offices: BTreeMap<Office, OfficeProcess>,
 }
@@ -103,6 +107,13 @@ impl Sandbox {
         SandboxBuilder::default()
     }
 
+    /// Ward administration with the operator's session.
+    pub fn admin(&self) -> lychd_auth::admin::WardAdmin {
+        let channel = lychd_runtime::client::channel(&self.office(Office::Ward).endpoint())
+            .expect("endpoint");
+        lychd_auth::admin::WardAdmin::new(channel, &self.token).expect("admin")
+    }
+
     pub fn office(&self, office: Office) -> &OfficeProcess {
         &self.offices[&office]
     }
@@ -114,7 +125,7 @@ impl Sandbox {
     }
 
     /// Stop every office with SIGTERM and wait for each.
-    pub async fn stop(mut self) {
+    pub async fn stop(&mut self) {
         for p in self.offices.values_mut() {
             if p.child.id().is_some() {
                 p.signal(nix::sys::signal::Signal::SIGTERM);
@@ -163,62 +174,132 @@ impl SandboxBuilder {
         self
     }
 
-    pub async fn start(self) -> Sandbox {
+    pub async fn start(mut self) -> Sandbox {
+        if !self.offices.contains(&Office::Ward) {
+            self.offices.push(Office::Ward);
+        }
+        // Ward first: the others need it to start.
+        self.offices.sort_by_key(|o| *o != Office::Ward);
+        self.offices.dedup();
         let db = if self.unmigrated {
             crate::test_db_unmigrated().await
         } else {
             crate::test_db().await
         };
         let dir = tempfile::tempdir().expect("temp dir");
-        let token = crate::random_token();
-        let token_file = dir.path().join("token");
-        std::fs::write(&token_file, &token).expect("write token");
         let ports: BTreeMap<Office, u16> = self
             .offices
             .iter()
             .map(|o| (*o, lychd_pg::free_port().expect("free port")))
             .collect();
-        let mut offices = BTreeMap::new();
-        for office in &self.offices {
-            let peers: Vec<(Office, String)> = self
-                .peers
-                .iter()
-                .filter(|(from, _)| from == office)
-                .map(|(_, to)| (*to, format!("http://127.0.0.1:{}", ports[to])))
-                .chain(
-                    self.peer_endpoints
-                        .iter()
-                        .filter(|(from, _, _)| from == office)
-                        .map(|(_, to, e)| (*to, e.clone())),
-                )
-                .collect();
-            let config = write_config(
-                dir.path(),
-                *office,
-                ports[office],
-                &db,
-                &token_file,
-                &peers,
-                &self,
-            );
-            if self.unmigrated {
-                let out = run_office(*office, &config, &["migrate"]).await;
+        let ward_endpoint = format!("http://127.0.0.1:{}", ports[&Office::Ward]);
+        if self.unmigrated {
+            // `migrate` as operators run it, for every office, before anything serves.
+            for office in &self.offices {
+                let cfg = write_config(dir.path(), *office, ports[office], &db, None, &[], &self);
+                let out = run_office(*office, &cfg, &["migrate"]).await;
                 assert!(
                     out.status.success(),
                     "{office} migrate failed: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
-            let process = start_office(*office, &config, ports[office], &self.otlp_endpoint).await;
-            offices.insert(*office, process);
         }
-        for p in offices.values_mut() {
-            wait_serving(p).await;
+        let mut offices = BTreeMap::new();
+        let mut operator: Option<(String, String, String)> = None;
+        for office in self.offices.clone() {
+            let mut peers: Vec<(Office, String)> = self
+                .peers
+                .iter()
+                .filter(|(from, _)| *from == office)
+                .map(|(_, to)| (*to, format!("http://127.0.0.1:{}", ports[to])))
+                .chain(
+                    self.peer_endpoints
+                        .iter()
+                        .filter(|(from, _, _)| *from == office)
+                        .map(|(_, to, e)| (*to, e.clone())),
+                )
+                .collect();
+            let credential_file = if office == Office::Ward {
+                None
+            } else {
+                if !peers.iter().any(|(p, _)| *p == Office::Ward) {
+                    peers.push((Office::Ward, ward_endpoint.clone()));
+                }
+                let (_, session, _) = operator.as_ref().expect("invariant: ward starts first");
+                let mut admin = lychd_auth::admin::WardAdmin::new(
+                    lychd_runtime::client::channel(&ward_endpoint).expect("endpoint"),
+                    session,
+                )
+                .expect("admin");
+                let id = admin
+                    .ensure_office_principal(office.name())
+                    .await
+                    .expect("service principal");
+                for (peer, _) in &peers {
+                    admin
+                        .allow_describe(&id, peer.name())
+                        .await
+                        .expect("peer describe");
+                }
+                let credential = admin.issue_standing(&id).await.expect("service credential");
+                let path = dir.path().join(format!("{office}.credential"));
+                std::fs::write(&path, credential).expect("write credential");
+                Some(path)
+            };
+            let config = write_config(
+                dir.path(),
+                office,
+                ports[&office],
+                &db,
+                credential_file.as_deref(),
+                &peers,
+                &self,
+            );
+            if office == Office::Ward {
+                let out = run_office(Office::Ward, &config, &["bootstrap"]).await;
+                assert!(
+                    out.status.success(),
+                    "ward bootstrap failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let credential = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                let mut process =
+                    start_office(office, &config, ports[&office], &self.otlp_endpoint).await;
+                wait_serving(&mut process).await;
+                offices.insert(office, process);
+                let session = lychd_auth::admin::exchange(
+                    lychd_runtime::client::channel(&ward_endpoint).expect("endpoint"),
+                    &credential,
+                    0,
+                )
+                .await
+                .expect("operator session");
+                let mut admin = lychd_auth::admin::WardAdmin::new(
+                    lychd_runtime::client::channel(&ward_endpoint).expect("endpoint"),
+                    &session.token,
+                )
+                .expect("admin");
+                for o in &self.offices {
+                    admin
+                        .allow_describe(&session.principal_id, o.name())
+                        .await
+                        .expect("operator describe");
+                }
+                operator = Some((session.principal_id, session.token, credential));
+                continue;
+            }
+            let mut process =
+                start_office(office, &config, ports[&office], &self.otlp_endpoint).await;
+            wait_serving(&mut process).await;
+            offices.insert(office, process);
         }
+        let (operator_id, token, operator_credential) = operator.expect("invariant: ward started");
         Sandbox {
             db,
             token,
-            token_file,
+            operator_id,
+            operator_credential,
             dir,
             offices,
         }
@@ -230,17 +311,22 @@ fn write_config(
     office: Office,
     port: u16,
     db: &TestDb,
-    token_file: &Path,
+    credential_file: Option<&Path>,
     peers: &[(Office, String)],
     b: &SandboxBuilder,
 ) -> PathBuf {
     let mut toml = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = 4\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n\n[auth]\ntoken_file = \"{}\"\n",
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = 4\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
         b.grace_ms.unwrap_or(10_000),
         db.runtime_url(office),
         db.owner_url(office),
-        token_file.display()
     );
+    if let Some(file) = credential_file {
+        toml.push_str(&format!(
+            "\n[auth]\ncredential_file = \"{}\"\n",
+            file.display()
+        ));
+    }
     for (peer, endpoint) in peers {
         toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"{endpoint}\"\n"));
     }

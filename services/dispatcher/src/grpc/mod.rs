@@ -1,0 +1,479 @@
+//! gRPC handlers of `lychd.dispatcher.v1.Dispatcher`: authorize (action and object declared
+//! next to each handler) → decode → call the service or store → encode. Nothing else.
+
+mod convert;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use lychd_proto::dispatcher::v1 as pb;
+use lychd_proto::dispatcher::v1::dispatcher_server::{Dispatcher, DispatcherServer};
+use lychd_runtime::server::ServeContext;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+
+use crate::error::DispatcherError;
+use crate::service::{LeaseOutcome, Service};
+use crate::store;
+
+pub struct DispatcherService {
+    ctx: ServeContext,
+    service: Arc<Service>,
+}
+
+/// Largest page of `ListLeases`.
+const PAGE_MAX: u32 = 1000;
+const PAGE_DEFAULT: u32 = 100;
+
+fn err(e: DispatcherError) -> Status {
+    e.into()
+}
+
+#[tonic::async_trait]
+impl Dispatcher for DispatcherService {
+    async fn describe(
+        &self,
+        request: Request<pb::DescribeRequest>,
+    ) -> Result<Response<pb::DescribeResponse>, Status> {
+        self.ctx
+            .authorize(&request, "dispatcher:describe", "office:dispatcher")
+            .await?;
+        let office =
+            lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
+        Ok(Response::new(pb::DescribeResponse {
+            office: Some(office),
+        }))
+    }
+
+    async fn list_capabilities(
+        &self,
+        request: Request<pb::ListCapabilitiesRequest>,
+    ) -> Result<Response<pb::ListCapabilitiesResponse>, Status> {
+        self.ctx
+            .authorize(&request, "dispatcher:read", "capability:*")
+            .await?;
+        let reg = &self.service.settings.registry;
+        let cached = store::observations::all(&self.service.pool)
+            .await
+            .map_err(err)?;
+        let names: Vec<String> = reg.animators().map(|a| a.name.clone()).collect();
+        let states = store::admission::states(&self.service.pool, &names)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::ListCapabilitiesResponse {
+            animators: reg.animators().map(convert::animator_info).collect(),
+            capabilities: reg
+                .capabilities()
+                .map(|c| pb::CapabilityInfo {
+                    capability_key: c.key_text.clone(),
+                    animator: c.animator().to_owned(),
+                    route: reg.animator(c.animator()).map(|a| convert::route(a, c)),
+                    aliases: c.aliases.clone(),
+                    observation: Some(convert::observation(&c.key_text, cached.get(&c.key_text))),
+                })
+                .collect(),
+            admission: states.iter().map(convert::admission).collect(),
+        }))
+    }
+
+    async fn lease(
+        &self,
+        request: Request<pb::LeaseRequest>,
+    ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let object = match request
+            .get_ref()
+            .demand
+            .as_ref()
+            .map(|d| d.capability_key.as_str())
+        {
+            Some(k) if !k.is_empty() => format!("capability:{k}"),
+            _ => "capability:*".to_owned(),
+        };
+        let principal = self
+            .ctx
+            .authorize(&request, "dispatcher:lease", &object)
+            .await?;
+        let cmd = convert::lease_request(request.into_inner(), &self.service.settings.ttl)
+            .map_err(err)?;
+        let outcome = self.service.lease(&principal.id, &cmd).await.map_err(err)?;
+        use pb::lease_response::Outcome;
+        let outcome = match outcome {
+            LeaseOutcome::Granted(g) => Outcome::Granted(pb::Grant {
+                lease_id: g.lease_id.to_string(),
+                capability_key: g.capability.key_text.clone(),
+                animator: g.animator.name.clone(),
+                route: Some(convert::route(&g.animator, &g.capability)),
+                issued_at: Some(convert::ts(g.issued_at)),
+                expires_at: Some(convert::ts(g.expires_at)),
+                holder: g.holder.clone(),
+                priority: g.priority,
+                admission_generation: u64::try_from(g.generation).unwrap_or(0),
+            }),
+            LeaseOutcome::TransitionRequired {
+                capability_key,
+                animator,
+                ready_estimate_seconds,
+            } => Outcome::HardwareTransitionRequired(pb::HardwareTransitionRequired {
+                capability_key,
+                animator,
+                ready_estimate_seconds,
+            }),
+            LeaseOutcome::Unavailable {
+                reason,
+                capability_key,
+                animator,
+                observed,
+            } => {
+                let (observed_phase, observed_reason) = observed
+                    .as_ref()
+                    .map(convert::observed)
+                    .unwrap_or((pb::Phase::Unspecified as i32, String::new()));
+                Outcome::Unavailable(pb::Unavailable {
+                    reason: reason.code().to_owned(),
+                    capability_key,
+                    animator,
+                    observed_phase,
+                    observed_reason,
+                })
+            }
+        };
+        Ok(Response::new(pb::LeaseResponse {
+            outcome: Some(outcome),
+        }))
+    }
+
+    async fn renew_lease(
+        &self,
+        request: Request<pb::RenewLeaseRequest>,
+    ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
+        let object = format!("lease:{}", request.get_ref().lease_id);
+        self.ctx
+            .authorize(&request, "dispatcher:lease", &object)
+            .await?;
+        let (id, holder, ttl) =
+            convert::renew_request(request.get_ref(), &self.service.settings.ttl).map_err(err)?;
+        let ttl = i32::try_from(ttl).unwrap_or(i32::MAX);
+        let lease = store::leases::renew(&self.service.pool, id, &holder, ttl)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::RenewLeaseResponse {
+            lease: Some(convert::lease_info(&lease)),
+        }))
+    }
+
+    async fn release_lease(
+        &self,
+        request: Request<pb::ReleaseLeaseRequest>,
+    ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
+        let object = format!("lease:{}", request.get_ref().lease_id);
+        self.ctx
+            .authorize(&request, "dispatcher:lease", &object)
+            .await?;
+        let (id, holder) = convert::release_request(request.get_ref()).map_err(err)?;
+        let (lease, already_over) = store::leases::release(&self.service.pool, id, &holder)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::ReleaseLeaseResponse {
+            lease: Some(convert::lease_info(&lease)),
+            already_over,
+        }))
+    }
+
+    async fn list_leases(
+        &self,
+        request: Request<pb::ListLeasesRequest>,
+    ) -> Result<Response<pb::ListLeasesResponse>, Status> {
+        self.ctx
+            .authorize(&request, "dispatcher:read", "lease:*")
+            .await?;
+        let req = request.into_inner();
+        let mut violations = Vec::new();
+        for (i, a) in req.animators.iter().enumerate() {
+            if crate::domain::key::check_slug(a).is_err() {
+                violations.push(crate::error::Violation::new(
+                    format!("animators[{i}]"),
+                    "ANIMATOR_INVALID",
+                    "must be an animator name",
+                ));
+            }
+        }
+        if !violations.is_empty() {
+            return Err(err(DispatcherError::InvalidArgument(violations)));
+        }
+        let page = req.page.unwrap_or_default();
+        let after = convert::page_token(&page.page_token).map_err(err)?;
+        let size = match page.page_size {
+            0 => PAGE_DEFAULT,
+            n => n.min(PAGE_MAX),
+        };
+        let rows = store::leases::list(
+            &self.service.pool,
+            &req.animators,
+            req.include_inactive,
+            after,
+            i64::from(size) + 1,
+        )
+        .await
+        .map_err(err)?;
+        let more = rows.len() > size as usize;
+        let rows = &rows[..rows.len().min(size as usize)];
+        Ok(Response::new(pb::ListLeasesResponse {
+            leases: rows.iter().map(convert::lease_info).collect(),
+            page: Some(lychd_proto::common::v1::PageResponse {
+                next_page_token: if more {
+                    rows.last()
+                        .map(convert::next_page_token)
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                },
+            }),
+        }))
+    }
+
+    async fn observe_animators(
+        &self,
+        request: Request<pb::ObserveAnimatorsRequest>,
+    ) -> Result<Response<pb::ObserveAnimatorsResponse>, Status> {
+        if request.get_ref().animators.is_empty() {
+            self.ctx
+                .authorize(&request, "dispatcher:observe", "animator:*")
+                .await?;
+        } else {
+            for a in &request.get_ref().animators {
+                self.ctx
+                    .authorize(&request, "dispatcher:observe", &format!("animator:{a}"))
+                    .await?;
+            }
+        }
+        let names = convert::animators(
+            &self.service.settings.registry,
+            &request.get_ref().animators,
+            true,
+        )
+        .map_err(err)?;
+        let observed = self.service.observe(&names).await.map_err(err)?;
+        Ok(Response::new(pb::ObserveAnimatorsResponse {
+            animators: observed
+                .iter()
+                .map(|o| pb::AnimatorObservation {
+                    animator: o.animator.clone(),
+                    observations: self
+                        .service
+                        .settings
+                        .registry
+                        .keys_of(&o.animator)
+                        .iter()
+                        .map(|k| convert::observation(k, o.observations.get(k)))
+                        .collect(),
+                    probe_ok: o.failure.is_none(),
+                    probe_error: o.failure.clone().unwrap_or_default(),
+                    admission: o.admission.as_ref().map(convert::admission),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn close_admission(
+        &self,
+        request: Request<pb::CloseAdmissionRequest>,
+    ) -> Result<Response<pb::CloseAdmissionResponse>, Status> {
+        let principal = self
+            .authorize_animators(&request, &request.get_ref().animators)
+            .await?;
+        let (request_id, animators, reason) =
+            convert::close_request(&self.service.settings.registry, request.get_ref())
+                .map_err(err)?;
+        let closed = store::admission::close(
+            &self.service.pool,
+            &request_id,
+            &animators,
+            &reason,
+            &principal.id,
+        )
+        .await
+        .map_err(err)?;
+        if !closed.replayed {
+            tracing::info!(closure = %closed.token, animators = ?animators, "admission closed");
+        }
+        Ok(Response::new(pb::CloseAdmissionResponse {
+            closure_token: closed.token.to_string(),
+            admission: closed.states.iter().map(convert::admission).collect(),
+            replayed: closed.replayed,
+        }))
+    }
+
+    async fn await_drain(
+        &self,
+        request: Request<pb::AwaitDrainRequest>,
+    ) -> Result<Response<pb::AwaitDrainResponse>, Status> {
+        self.authorize_animators(&request, &request.get_ref().animators)
+            .await?;
+        let (animators, wait_ms) = convert::drain_request(
+            &self.service.settings.registry,
+            request.get_ref(),
+            self.service.settings.drain_wait_max_ms,
+        )
+        .map_err(err)?;
+        let (drained, states) = self
+            .service
+            .await_drain(&animators, Duration::from_millis(u64::from(wait_ms)))
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::AwaitDrainResponse {
+            drained,
+            admission: states.iter().map(convert::admission).collect(),
+        }))
+    }
+
+    async fn reopen_admission(
+        &self,
+        request: Request<pb::ReopenAdmissionRequest>,
+    ) -> Result<Response<pb::ReopenAdmissionResponse>, Status> {
+        let object = format!("closure:{}", request.get_ref().closure_token);
+        let principal = self
+            .ctx
+            .authorize(&request, "dispatcher:admission", &object)
+            .await?;
+        let token = convert::closure_token(&request.get_ref().closure_token).map_err(err)?;
+        let reopened = store::admission::reopen(&self.service.pool, token, &principal.id)
+            .await
+            .map_err(err)?;
+        if !reopened.already_reopened {
+            tracing::info!(closure = %token, "admission reopened");
+        }
+        Ok(Response::new(pb::ReopenAdmissionResponse {
+            admission: reopened.states.iter().map(convert::admission).collect(),
+            already_reopened: reopened.already_reopened,
+        }))
+    }
+
+    type WatchDispatchEventsStream = ReceiverStream<Result<pb::DispatchEvent, Status>>;
+
+    async fn watch_dispatch_events(
+        &self,
+        request: Request<pb::WatchDispatchEventsRequest>,
+    ) -> Result<Response<Self::WatchDispatchEventsStream>, Status> {
+        self.ctx
+            .authorize(&request, "dispatcher:read", "event:*")
+            .await?;
+        let req = request.into_inner();
+        let after = i64::try_from(req.after_sequence).map_err(|_| {
+            err(DispatcherError::invalid(
+                "after_sequence",
+                "SEQUENCE_OUT_OF_RANGE",
+                "is beyond any sequence",
+            ))
+        })?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let pool = self.service.pool.clone();
+        let poll = self.service.settings.poll_interval;
+        tokio::spawn(watch(pool, poll, after, req.follow, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl DispatcherService {
+    /// `dispatcher:admission` on every named animator (or `animator:*` when none is named, so
+    /// an empty request is refused for authority before it is refused as bad input).
+    async fn authorize_animators<T>(
+        &self,
+        request: &Request<T>,
+        animators: &[String],
+    ) -> Result<lychd_runtime::auth::Principal, Status> {
+        if animators.is_empty() {
+            return self
+                .ctx
+                .authorize(request, "dispatcher:admission", "animator:*")
+                .await;
+        }
+        let mut principal = None;
+        for a in animators {
+            principal = Some(
+                self.ctx
+                    .authorize(request, "dispatcher:admission", &format!("animator:{a}"))
+                    .await?,
+            );
+        }
+        Ok(principal.expect("invariant: animators is non-empty"))
+    }
+}
+
+/// How long a sequence gap may stay open before it is taken as a rolled-back insert.
+const GAP_GRACE: Duration = Duration::from_secs(2);
+
+/// Deliver events after `after` in sequence order. A gap (a sequence allocated by a statement
+/// that has not committed yet) holds delivery for up to [`GAP_GRACE`], so a slow commit is not
+/// skipped; a gap that outlives it was rolled back.
+async fn watch(
+    pool: sqlx::PgPool,
+    poll: Duration,
+    mut cursor: i64,
+    follow: bool,
+    tx: tokio::sync::mpsc::Sender<Result<pb::DispatchEvent, Status>>,
+) {
+    let mut gap_since: Option<tokio::time::Instant> = None;
+    loop {
+        let rows = match store::leases::events_after(&pool, cursor, 256).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Err(err(e))).await;
+                return;
+            }
+        };
+        let mut held = false;
+        for r in &rows {
+            if r.sequence != cursor + 1 && gap_since.is_none_or(|t| t.elapsed() < GAP_GRACE) {
+                gap_since.get_or_insert_with(tokio::time::Instant::now);
+                held = true;
+                break;
+            }
+            gap_since = None;
+            cursor = r.sequence;
+            if tx.send(Ok(convert::event(r))).await.is_err() {
+                return;
+            }
+        }
+        if !follow && !held && rows.len() < 256 {
+            return;
+        }
+        if rows.len() == 256 && !held {
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = tx.closed() => return,
+        }
+    }
+}
+
+/// Start the office: validate the registry (a bad one refuses start-up with exit 2), make sure
+/// every animator has an admission row, and return the routes.
+pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
+    Box::pin(async move {
+        let settings = crate::config::load(&ctx.config)?;
+        let names: Vec<String> = settings
+            .registry
+            .animators()
+            .map(|a| a.name.clone())
+            .collect();
+        store::admission::ensure(&ctx.pool, &names)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot prepare admission state: {e}"))?;
+        tracing::info!(
+            animators = names.len(),
+            capabilities = settings.registry.len(),
+            "registry loaded"
+        );
+        let service = Service::new(settings, ctx.pool.clone());
+        let server = DispatcherServer::new(DispatcherService {
+            ctx: ctx.clone(),
+            service,
+        })
+        .max_decoding_message_size(ctx.max_message_bytes())
+        .max_encoding_message_size(ctx.max_message_bytes());
+        Ok(Routes::new(server))
+    })
+}

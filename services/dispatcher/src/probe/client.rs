@@ -1,0 +1,207 @@
+//! The readiness HTTP client. One fresh connection and one request per call: no proxy (the
+//! client never reads proxy settings — it connects to the declared host itself), no redirects
+//! (a 3xx is answered as a status and refused by the adapters), no retries, a whole-call
+//! timeout and a bound on the response body.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::domain::registry::Endpoint;
+
+/// Outcome of one GET.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// Nothing listens at the endpoint: the runtime is down.
+    Refused,
+    Response {
+        status: u16,
+        body: Bytes,
+    },
+}
+
+/// Why a GET failed; `code()` is safe to record and return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchError {
+    Timeout,
+    Connect,
+    Protocol,
+    TooLarge,
+}
+
+impl FetchError {
+    pub fn code(self) -> &'static str {
+        match self {
+            FetchError::Timeout => "PROBE_TIMEOUT",
+            FetchError::Connect => "PROBE_CONNECT_FAILED",
+            FetchError::Protocol => "PROBE_PROTOCOL_ERROR",
+            FetchError::TooLarge => "PROBE_RESPONSE_TOO_LARGE",
+        }
+    }
+}
+
+/// The client (cheap to clone; holds only its limits).
+#[derive(Debug, Clone, Copy)]
+pub struct HttpGet {
+    pub timeout: Duration,
+    pub max_bytes: usize,
+}
+
+/// Aborts the connection driver when the call ends, however it ends (timeout included).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl HttpGet {
+    /// `GET {endpoint}{path}` within the timeout.
+    pub async fn get(&self, ep: &Endpoint, path: &str) -> Result<Fetched, FetchError> {
+        match tokio::time::timeout(self.timeout, self.get_inner(ep, path)).await {
+            Ok(r) => r,
+            Err(_) => Err(FetchError::Timeout),
+        }
+    }
+
+    async fn get_inner(&self, ep: &Endpoint, path: &str) -> Result<Fetched, FetchError> {
+        if ep.https {
+            // Configuration refuses probing https endpoints; never fall back to plain text.
+            return Err(FetchError::Connect);
+        }
+        let stream = match TcpStream::connect((ep.host.as_str(), ep.port)).await {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Ok(Fetched::Refused);
+            }
+            Err(_) => return Err(FetchError::Connect),
+        };
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|_| FetchError::Protocol)?;
+        let _driver = AbortOnDrop(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let host = if ep.host.contains(':') {
+            format!("[{}]:{}", ep.host, ep.port)
+        } else {
+            format!("{}:{}", ep.host, ep.port)
+        };
+        let request = http::Request::get(format!("{}{}", ep.prefix, path))
+            .header(http::header::HOST, host)
+            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::USER_AGENT, "lychd-dispatcher-probe")
+            .body(Empty::<Bytes>::new())
+            .map_err(|_| FetchError::Protocol)?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|_| FetchError::Protocol)?;
+        let status = response.status().as_u16();
+        let declared = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > self.max_bytes as u64) {
+            return Err(FetchError::TooLarge);
+        }
+        let body = Limited::new(response.into_body(), self.max_bytes)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    FetchError::TooLarge
+                } else {
+                    FetchError::Protocol
+                }
+            })?
+            .to_bytes();
+        Ok(Fetched::Response { status, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::registry::parse_endpoint;
+
+    const CHILD: &str = "LYCHD_TEST_PROXY_CHILD_TARGET";
+    const NAME: &str = "probe::client::tests::ambient_proxy_settings_are_ignored";
+
+    /// Run in a child process whose proxy variables point at a listener that must never see a
+    /// connection (the environment is process-wide, so it is set only in the child).
+    #[tokio::test]
+    async fn ambient_proxy_settings_are_ignored() {
+        if let Ok(target) = std::env::var(CHILD) {
+            let ep = parse_endpoint(&target).expect("endpoint");
+            let client = HttpGet {
+                timeout: Duration::from_secs(5),
+                max_bytes: 4096,
+            };
+            let got = client.get(&ep, "/health").await;
+            assert!(
+                matches!(got, Ok(Fetched::Response { status: 200, .. })),
+                "{got:?}"
+            );
+            return;
+        }
+        let sim = lychd_testkit::simllama::SimLlama::start().await;
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
+        let out = tokio::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, sim.endpoint())
+            .env("HTTP_PROXY", &proxy_url)
+            .env("http_proxy", &proxy_url)
+            .env("ALL_PROXY", &proxy_url)
+            .env("all_proxy", &proxy_url)
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .await
+            .expect("child runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}"
+        );
+        let accepted = tokio::time::timeout(Duration::from_millis(100), proxy.accept()).await;
+        assert!(accepted.is_err(), "the proxy saw a connection");
+        assert_eq!(sim.requests(), 1, "the runtime was asked directly");
+    }
+
+    #[tokio::test]
+    async fn redirects_are_answered_not_followed_and_bodies_are_bounded() {
+        let sim = lychd_testkit::simllama::SimLlama::start().await;
+        let ep = parse_endpoint(&sim.endpoint()).expect("endpoint");
+        let client = HttpGet {
+            timeout: Duration::from_secs(5),
+            max_bytes: 1024,
+        };
+        sim.set_redirect(true);
+        let got = client.get(&ep, "/health").await.expect("answer");
+        assert!(matches!(got, Fetched::Response { status: 302, .. }));
+        assert_eq!(sim.requests(), 1, "one request, no follow-up, no retry");
+        sim.set_redirect(false);
+        sim.set_raw_inventory(Some((200, "x".repeat(2048))));
+        assert_eq!(
+            client.get(&ep, "/v1/models").await,
+            Err(FetchError::TooLarge)
+        );
+        let mut sim = sim;
+        sim.stop().await;
+        assert_eq!(client.get(&ep, "/health").await, Ok(Fetched::Refused));
+    }
+}

@@ -1,0 +1,242 @@
+//! Every RPC is refused without a credential, and without the authority it declares.
+
+use lychd_proto::dispatcher::v1 as pb;
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
+use lychd_testkit::simllama::SimLlama;
+use tokio_stream::StreamExt;
+use tonic::Code;
+
+use crate::common::*;
+
+/// Call every RPC with `c`; return the status code of each (OK when it succeeded).
+async fn every_rpc(c: &mut Client) -> Vec<(&'static str, Code)> {
+    fn code<T>(r: Result<T, tonic::Status>) -> Code {
+        r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let mut out = vec![
+        (
+            "Describe",
+            code(
+                c.describe(pb::DescribeRequest {
+                    include_peers: false,
+                })
+                .await,
+            ),
+        ),
+        (
+            "ListCapabilities",
+            code(c.list_capabilities(pb::ListCapabilitiesRequest {}).await),
+        ),
+        ("Lease", code(c.lease(request(exact("gpu0:chat:m"))).await)),
+        (
+            "RenewLease",
+            code(
+                c.renew_lease(pb::RenewLeaseRequest {
+                    lease_id: id.clone(),
+                    holder: "h".into(),
+                    ttl_seconds: 0,
+                })
+                .await,
+            ),
+        ),
+        (
+            "ReleaseLease",
+            code(
+                c.release_lease(pb::ReleaseLeaseRequest {
+                    lease_id: id.clone(),
+                    holder: "h".into(),
+                })
+                .await,
+            ),
+        ),
+        (
+            "ListLeases",
+            code(c.list_leases(pb::ListLeasesRequest::default()).await),
+        ),
+        (
+            "ObserveAnimators",
+            code(
+                c.observe_animators(pb::ObserveAnimatorsRequest {
+                    animators: vec!["gpu0".into()],
+                })
+                .await,
+            ),
+        ),
+        (
+            "CloseAdmission",
+            code(
+                c.close_admission(pb::CloseAdmissionRequest {
+                    request_id: "r".into(),
+                    animators: vec!["gpu0".into()],
+                    reason: "r".into(),
+                })
+                .await,
+            ),
+        ),
+        (
+            "AwaitDrain",
+            code(
+                c.await_drain(pb::AwaitDrainRequest {
+                    animators: vec!["gpu0".into()],
+                    wait_ms: 0,
+                })
+                .await,
+            ),
+        ),
+        (
+            "ReopenAdmission",
+            code(
+                c.reopen_admission(pb::ReopenAdmissionRequest {
+                    closure_token: id.clone(),
+                })
+                .await,
+            ),
+        ),
+    ];
+    let watch = match c
+        .watch_dispatch_events(pb::WatchDispatchEventsRequest {
+            after_sequence: 0,
+            follow: false,
+        })
+        .await
+    {
+        Ok(s) => s
+            .into_inner()
+            .next()
+            .await
+            .map(|r| r.map(|_| ()))
+            .unwrap_or(Ok(())),
+        Err(e) => Err(e),
+    };
+    out.push(("WatchDispatchEvents", code(watch)));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_rpc_is_refused_without_a_credential_or_the_authority() {
+    let sim = SimLlama::serving("m").await;
+    let s = stack(
+        &(animator("gpu0", &sim.endpoint(), "dedicated = true")
+            + &capability("gpu0", "chat", "m", "")),
+    )
+    .await;
+
+    // No credential at all.
+    let bare = tonic::transport::Endpoint::from_shared(s.spawned.endpoint())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut anonymous = DispatcherClient::new(bare);
+    let mut checked = 0;
+    for (rpc, code) in every_rpc_plain(&mut anonymous).await {
+        assert_eq!(code, Code::Unauthenticated, "{rpc} without a credential");
+        checked += 1;
+    }
+    assert_eq!(checked, 11, "every RPC of the service");
+
+    // A principal Ward knows but that holds no dispatcher authority.
+    let (_, nobody) = s
+        .spawned
+        .principal(lychd_proto::ward::v1::PrincipalKind::Human, "nobody")
+        .await;
+    let mut powerless = DispatcherClient::new(s.spawned.channel_with(&nobody));
+    for (rpc, code) in every_rpc(&mut powerless).await {
+        assert_eq!(code, Code::PermissionDenied, "{rpc} without authority");
+    }
+    assert_eq!(sim.requests(), 0, "nothing was probed for a refused caller");
+    s.spawned.stop().await;
+}
+
+/// [`every_rpc`] over a channel without a credential.
+async fn every_rpc_plain(
+    c: &mut DispatcherClient<tonic::transport::Channel>,
+) -> Vec<(&'static str, Code)> {
+    fn code<T>(r: Result<T, tonic::Status>) -> Code {
+        r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let watch = match c
+        .watch_dispatch_events(pb::WatchDispatchEventsRequest {
+            after_sequence: 0,
+            follow: false,
+        })
+        .await
+    {
+        Ok(s) => s
+            .into_inner()
+            .next()
+            .await
+            .map(|r| r.map(|_| ()))
+            .unwrap_or(Ok(())),
+        Err(e) => Err(e),
+    };
+    vec![
+        (
+            "Describe",
+            code(
+                c.describe(pb::DescribeRequest {
+                    include_peers: false,
+                })
+                .await,
+            ),
+        ),
+        (
+            "ListCapabilities",
+            code(c.list_capabilities(pb::ListCapabilitiesRequest {}).await),
+        ),
+        ("Lease", code(c.lease(request(exact("gpu0:chat:m"))).await)),
+        (
+            "RenewLease",
+            code(
+                c.renew_lease(pb::RenewLeaseRequest {
+                    lease_id: id.clone(),
+                    holder: "h".into(),
+                    ttl_seconds: 0,
+                })
+                .await,
+            ),
+        ),
+        (
+            "ReleaseLease",
+            code(
+                c.release_lease(pb::ReleaseLeaseRequest {
+                    lease_id: id.clone(),
+                    holder: "h".into(),
+                })
+                .await,
+            ),
+        ),
+        (
+            "ListLeases",
+            code(c.list_leases(pb::ListLeasesRequest::default()).await),
+        ),
+        (
+            "ObserveAnimators",
+            code(
+                c.observe_animators(pb::ObserveAnimatorsRequest::default())
+                    .await,
+            ),
+        ),
+        (
+            "CloseAdmission",
+            code(
+                c.close_admission(pb::CloseAdmissionRequest::default())
+                    .await,
+            ),
+        ),
+        (
+            "AwaitDrain",
+            code(c.await_drain(pb::AwaitDrainRequest::default()).await),
+        ),
+        (
+            "ReopenAdmission",
+            code(
+                c.reopen_admission(pb::ReopenAdmissionRequest { closure_token: id })
+                    .await,
+            ),
+        ),
+        ("WatchDispatchEvents", code(watch)),
+    ]
+}

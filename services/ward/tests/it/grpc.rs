@@ -1,0 +1,511 @@
+//! The handlers over real gRPC (in-process Ward on port 0, the test kit's `tester` session):
+//! bad input is refused with field violations and changes nothing; the exchange takes the
+//! credential as its bearer; administration and decisions need their assignments.
+
+use lychd_proto::common::v1::PageRequest;
+use lychd_proto::ward::v1 as pb;
+use lychd_proto::ward::v1::ward_client::WardClient;
+use lychd_runtime::client::PeerChannel;
+use lychd_testkit::Spawned;
+use prost_types::Timestamp;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+async fn counts(s: &Spawned) -> Vec<i64> {
+    let mut su = s.db.superuser().await;
+    let mut out = Vec::new();
+    for t in [
+        "principals",
+        "users",
+        "credentials",
+        "sessions",
+        "assignments",
+    ] {
+        out.push(
+            sqlx::query_scalar(&format!("SELECT count(*) FROM ward.{t}"))
+                .fetch_one(&mut su)
+                .await
+                .unwrap(),
+        );
+    }
+    out
+}
+
+/// `INVALID_ARGUMENT`, reason `INVALID_ARGUMENT`, naming exactly `fields`, echoing nothing.
+fn assert_invalid<T: std::fmt::Debug>(r: Result<T, tonic::Status>, fields: &[&str], secret: &str) {
+    let status = r.expect_err("bad input must be refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(
+        details.error_info().map(|i| i.reason.as_str()),
+        Some("INVALID_ARGUMENT")
+    );
+    let got: Vec<_> = details
+        .bad_request()
+        .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(got, fields, "{status:?}");
+    if !secret.is_empty() {
+        assert!(
+            !status.message().contains(secret),
+            "the refusal echoes its input"
+        );
+        for v in &details.bad_request().unwrap().field_violations {
+            assert!(!v.description.contains(secret));
+        }
+    }
+}
+
+fn page(token: &str) -> Option<PageRequest> {
+    Some(PageRequest {
+        page_size: 0,
+        page_token: token.to_owned(),
+    })
+}
+
+async fn admin_client() -> (Spawned, WardClient<PeerChannel>) {
+    let (s, client) = lychd_testkit::spawn_ward().await;
+    s.allow("ward:administer", "principal:*").await;
+    s.allow("ward:decide", "decision:*").await;
+    (s, client)
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_field_violations_and_changes_nothing() {
+    let (s, mut c) = admin_client().await;
+    let before = counts(&s).await;
+    let id = uuid::Uuid::new_v4().to_string();
+
+    let enroll = |kind, name: &str, display_name: &str| pb::EnrollPrincipalRequest {
+        kind,
+        name: name.to_owned(),
+        display_name: display_name.to_owned(),
+    };
+    assert_invalid(c.enroll_principal(enroll(7, "ok", "")).await, &["kind"], "");
+    assert_invalid(c.enroll_principal(enroll(0, "ok", "")).await, &["kind"], "");
+    assert_invalid(
+        c.enroll_principal(enroll(1, "Sneaky Name", "")).await,
+        &["name"],
+        "Sneaky Name",
+    );
+    assert_invalid(c.enroll_principal(enroll(1, "", "")).await, &["name"], "");
+    assert_invalid(
+        c.enroll_principal(enroll(-3, "a b", " x")).await,
+        &["kind", "name", "display_name"],
+        "",
+    );
+
+    let issue = |principal_id: &str, kind, ttl_seconds| pb::IssueCredentialRequest {
+        principal_id: principal_id.to_owned(),
+        kind,
+        ttl_seconds,
+    };
+    assert_invalid(
+        c.issue_credential(issue("nope", 2, 0)).await,
+        &["principal_id"],
+        "nope",
+    );
+    assert_invalid(
+        c.issue_credential(issue("", 2, 0)).await,
+        &["principal_id"],
+        "",
+    );
+    assert_invalid(c.issue_credential(issue(&id, 7, 0)).await, &["kind"], "");
+    assert_invalid(
+        c.issue_credential(issue(&id, 1, 31 * 86_400)).await,
+        &["ttl_seconds"],
+        "",
+    );
+    assert_invalid(
+        c.issue_credential(issue(&id, 2, u32::MAX)).await,
+        &["ttl_seconds"],
+        "",
+    );
+
+    let rotate = |id: &str| pb::RotateCredentialRequest {
+        credential_id: id.to_owned(),
+    };
+    assert_invalid(
+        c.rotate_credential(rotate("")).await,
+        &["credential_id"],
+        "",
+    );
+    assert_invalid(
+        c.rotate_credential(rotate("lwc_0000")).await,
+        &["credential_id"],
+        "lwc_0000",
+    );
+
+    use pb::revoke_request::Target;
+    assert_invalid(
+        c.revoke(pb::RevokeRequest { target: None }).await,
+        &["target"],
+        "",
+    );
+    for (target, field) in [
+        (Target::CredentialId("x".into()), "credential_id"),
+        (Target::SessionId("".into()), "session_id"),
+        (Target::PrincipalId("1234".into()), "principal_id"),
+    ] {
+        assert_invalid(
+            c.revoke(pb::RevokeRequest {
+                target: Some(target),
+            })
+            .await,
+            &[field],
+            "",
+        );
+    }
+
+    let assign =
+        |action: &str, object: &str, audience: &str, purpose: &str, expires_at| pb::AssignRequest {
+            principal_id: s.tester_id.clone(),
+            action: action.to_owned(),
+            object: object.to_owned(),
+            audience: audience.to_owned(),
+            purpose: purpose.to_owned(),
+            expires_at,
+        };
+    assert_invalid(
+        c.assign(assign("archive:*", "note:1", "archive", "read", None))
+            .await,
+        &["action"],
+        "",
+    );
+    assert_invalid(
+        c.assign(assign("archive:read", "*", "archive", "read", None))
+            .await,
+        &["object"],
+        "",
+    );
+    assert_invalid(
+        c.assign(assign("archive:read", "note:a*", "archive", "read", None))
+            .await,
+        &["object"],
+        "",
+    );
+    assert_invalid(
+        c.assign(assign("", "", "", "", None)).await,
+        &["action", "object", "audience", "purpose"],
+        "",
+    );
+    let bad_time = Some(Timestamp {
+        seconds: 1,
+        nanos: -5,
+    });
+    assert_invalid(
+        c.assign(assign(
+            "archive:read",
+            "note:1",
+            "archive",
+            "read",
+            bad_time,
+        ))
+        .await,
+        &["expires_at"],
+        "",
+    );
+    let past = Some(Timestamp {
+        seconds: 1_000_000_000,
+        nanos: 0,
+    });
+    assert_invalid(
+        c.assign(assign("archive:read", "note:1", "archive", "read", past))
+            .await,
+        &["expires_at"],
+        "",
+    );
+    let mut no_principal = assign("archive:read", "note:1", "archive", "read", None);
+    no_principal.principal_id = "x".into();
+    assert_invalid(c.assign(no_principal).await, &["principal_id"], "");
+    assert_invalid(
+        c.unassign(pb::UnassignRequest {
+            assignment_id: "x".into(),
+        })
+        .await,
+        &["assignment_id"],
+        "",
+    );
+
+    // Page tokens: garbage, and a token of another list.
+    let principals = c
+        .list_principals(pb::ListPrincipalsRequest {
+            page: Some(PageRequest {
+                page_size: 1,
+                page_token: String::new(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let foreign = principals.page.unwrap().next_page_token;
+    assert!(!foreign.is_empty());
+    assert_invalid(
+        c.list_principals(pb::ListPrincipalsRequest { page: page("zz") })
+            .await,
+        &["page.page_token"],
+        "",
+    );
+    assert_invalid(
+        c.list_audit(pb::ListAuditRequest {
+            page: page(&foreign),
+        })
+        .await,
+        &["page.page_token"],
+        "",
+    );
+    assert_invalid(
+        c.list_assignments(pb::ListAssignmentsRequest {
+            principal_id: "bad".into(),
+            page: page(&foreign),
+        })
+        .await,
+        &["principal_id", "page.page_token"],
+        "",
+    );
+
+    // Decisions.
+    assert_invalid(
+        c.authenticate(pb::AuthenticateRequest {
+            token: String::new(),
+        })
+        .await,
+        &["token"],
+        "",
+    );
+    let ask = |token: &str, action: &str, object: &str, expected| pb::AuthorizeRequest {
+        token: token.to_owned(),
+        action: action.to_owned(),
+        object: object.to_owned(),
+        audience: "ward".into(),
+        purpose: "read".into(),
+        expected_policy_generation: expected,
+    };
+    assert_invalid(
+        c.authorize(ask("", "a:b", "c:d", None)).await,
+        &["token"],
+        "",
+    );
+    assert_invalid(
+        c.authorize(ask(&s.token, "a", "c:*x", Some(-1))).await,
+        &["action", "object", "expected_policy_generation"],
+        &s.token,
+    );
+
+    assert_eq!(counts(&s).await, before, "bad input changed nothing");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn exchange_administration_and_decisions_over_grpc() {
+    let (s, mut c) = lychd_testkit::spawn_ward().await;
+    // The tester starts with nothing but describe.
+    let denied = c
+        .enroll_principal(pb::EnrollPrincipalRequest {
+            kind: 2,
+            name: "svc".into(),
+            display_name: String::new(),
+        })
+        .await
+        .expect_err("no power");
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert_eq!(
+        denied.get_error_details().error_info().unwrap().reason,
+        "NO_ASSIGNMENT"
+    );
+    s.allow("ward:administer", "principal:*").await;
+
+    let svc = c
+        .enroll_principal(pb::EnrollPrincipalRequest {
+            kind: 2,
+            name: "svc".into(),
+            display_name: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .principal
+        .unwrap();
+    assert_eq!(
+        (svc.kind, svc.policy_generation, svc.revocation_generation),
+        (2, 0, 0)
+    );
+    let again = c
+        .enroll_principal(pb::EnrollPrincipalRequest {
+            kind: 2,
+            name: "svc".into(),
+            display_name: String::new(),
+        })
+        .await
+        .expect_err("names are unique");
+    assert_eq!(again.code(), Code::AlreadyExists);
+
+    let issued = c
+        .issue_credential(pb::IssueCredentialRequest {
+            principal_id: svc.id.clone(),
+            kind: 1,
+            ttl_seconds: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(issued.credential.starts_with("lwc_"));
+
+    // The credential is the bearer of the exchange; an enrollment credential works once.
+    let mut with_credential = WardClient::new(s.channel_with(&issued.credential));
+    let session = with_credential
+        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(session.session_token.starts_with("lws_"));
+    assert_eq!(session.principal.as_ref().unwrap().id, svc.id);
+    let twice = with_credential
+        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .await
+        .expect_err("enrollment credentials exchange once");
+    assert_eq!(twice.code(), Code::Unauthenticated);
+    assert_eq!(
+        twice.get_error_details().error_info().unwrap().reason,
+        "CREDENTIAL_EXCHANGED"
+    );
+    assert!(!twice.message().contains(&issued.credential));
+    let unknown = WardClient::new(s.channel_with(&format!("lwc_{}", "0".repeat(64))))
+        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown.code(), Code::Unauthenticated);
+
+    // The new session resolves itself without `ward:decide`; someone else's token needs it.
+    let mut as_svc = WardClient::new(s.channel_with(&session.session_token));
+    let own = as_svc
+        .authenticate(pb::AuthenticateRequest {
+            token: session.session_token.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(
+        own.result,
+        Some(pb::authenticate_response::Result::Authenticated(_))
+    ));
+    let other = as_svc
+        .authenticate(pb::AuthenticateRequest {
+            token: s.token.clone(),
+        })
+        .await
+        .expect_err("needs ward:decide");
+    assert_eq!(other.code(), Code::PermissionDenied);
+    let refused = c
+        .authorize(pb::AuthorizeRequest::default())
+        .await
+        .expect_err("needs ward:decide");
+    assert_eq!(refused.code(), Code::PermissionDenied);
+
+    s.allow("ward:decide", "decision:*").await;
+    let ask = |expected| pb::AuthorizeRequest {
+        token: session.session_token.clone(),
+        action: "dispatcher:lease".into(),
+        object: "lease:l-1".into(),
+        audience: "dispatcher".into(),
+        purpose: "lease".into(),
+        expected_policy_generation: expected,
+    };
+    let d = c.authorize(ask(None)).await.unwrap().into_inner();
+    assert_eq!(
+        (d.decision, d.reason.as_str()),
+        (pb::Decision::Deny as i32, "NO_ASSIGNMENT")
+    );
+    let assigned = c
+        .assign(pb::AssignRequest {
+            principal_id: svc.id.clone(),
+            action: "dispatcher:lease".into(),
+            object: "lease:*".into(),
+            audience: "dispatcher".into(),
+            purpose: "lease".into(),
+            expires_at: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(assigned.policy_generation, 1);
+    let d = c.authorize(ask(Some(1))).await.unwrap().into_inner();
+    assert_eq!(
+        (d.decision, d.reason.as_str(), d.policy_generation),
+        (pb::Decision::Allow as i32, "ALLOWED", 1)
+    );
+    let d = c.authorize(ask(Some(0))).await.unwrap().into_inner();
+    assert_eq!(d.reason, "POLICY_GENERATION_STALE");
+    let listed = c
+        .list_assignments(pb::ListAssignmentsRequest {
+            principal_id: svc.id.clone(),
+            page: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.assignments.len(), 1);
+
+    // Revocation: monotonic, idempotent, effective on the next decision.
+    use pb::revoke_request::Target;
+    let r = c
+        .revoke(pb::RevokeRequest {
+            target: Some(Target::SessionId(session.session_id.clone())),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.changed, r.revocation_generation), (true, 1));
+    let r = c
+        .revoke(pb::RevokeRequest {
+            target: Some(Target::SessionId(session.session_id.clone())),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.changed, r.revocation_generation), (false, 1));
+    let d = c.authorize(ask(None)).await.unwrap().into_inner();
+    assert_eq!(
+        (d.decision, d.reason.as_str(), d.principal),
+        (pb::Decision::Deny as i32, "SESSION_REVOKED", None)
+    );
+    let gone = as_svc
+        .authenticate(pb::AuthenticateRequest {
+            token: session.session_token.clone(),
+        })
+        .await
+        .expect_err("revoked");
+    assert_eq!(gone.code(), Code::Unauthenticated);
+    let missing = c
+        .revoke(pb::RevokeRequest {
+            target: Some(Target::CredentialId(uuid::Uuid::new_v4().to_string())),
+        })
+        .await
+        .expect_err("unknown credential");
+    assert_eq!(missing.code(), Code::NotFound);
+
+    // The audit shows it all, with identities and generations, never a secret.
+    let audit = c
+        .list_audit(pb::ListAuditRequest { page: None })
+        .await
+        .unwrap()
+        .into_inner();
+    let events: Vec<&str> = audit.events.iter().map(|e| e.event.as_str()).collect();
+    for expected in [
+        "principal.enrolled",
+        "credential.issued",
+        "session.exchanged",
+        "session.exchange_refused",
+        "assignment.granted",
+        "session.revoked",
+        "authorize.allow",
+        "authorize.deny",
+    ] {
+        assert!(events.contains(&expected), "{expected} in {events:?}");
+    }
+    let rendered = format!("{audit:?}");
+    for secret in [&issued.credential, &session.session_token, &s.token] {
+        assert!(!rendered.contains(secret.as_str()));
+    }
+    s.stop().await;
+}

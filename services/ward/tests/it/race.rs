@@ -1,0 +1,145 @@
+//! Revocation racing authorization: once a revocation's commit has returned, every decision
+//! that starts afterwards denies. Many concurrent deciders run while the revocation commits;
+//! each records when its decision started and what it was.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use lychd_ward::domain::decision::Reason;
+use lychd_ward::store::{assignments, credentials, principals, sessions};
+use secrecy::ExposeSecret;
+use uuid::Uuid;
+
+use crate::common::{LEASE, Ward};
+
+const DECIDERS: usize = 24;
+
+#[derive(Clone, Copy, Debug)]
+enum Revocation {
+    Session,
+    Credential,
+    Principal,
+    Assignment,
+}
+
+/// Decisions (start, allowed) from `DECIDERS` tasks while `revoke` runs; returns them and the
+/// instant the revocation returned.
+async fn race(w: &Ward, what: Revocation, name: &str) -> (Vec<(Instant, Reason)>, Instant, Reason) {
+    let p = w.service(name).await;
+    let assigned = w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
+    let (c, s) = w.session(p.id).await;
+    let token = s.token.expose_secret().to_owned();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..DECIDERS)
+        .map(|_| {
+            let pool = w.pool.clone();
+            let token = token.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let d = lychd_ward::store::decisions::authorize(
+                        &pool,
+                        &lychd_ward::store::decisions::Question {
+                            token: &token,
+                            action: LEASE.0,
+                            object: LEASE.1,
+                            audience: LEASE.2,
+                            purpose: LEASE.3,
+                            expected_policy_generation: None,
+                            asked_by: None,
+                        },
+                    )
+                    .await
+                    .expect("decision");
+                    out.push((started, d.reason));
+                }
+                out
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let changed = match what {
+        Revocation::Session => sessions::revoke(&w.pool, None, s.id).await.unwrap().changed,
+        Revocation::Credential => {
+            credentials::revoke(&w.pool, None, c.id)
+                .await
+                .unwrap()
+                .changed
+        }
+        Revocation::Principal => {
+            principals::revoke(&w.pool, None, p.id)
+                .await
+                .unwrap()
+                .changed
+        }
+        Revocation::Assignment => {
+            assignments::unassign(&w.pool, None, assigned.assignment.id)
+                .await
+                .unwrap()
+                .changed
+        }
+    };
+    let returned = Instant::now();
+    assert!(changed);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("decider"));
+    }
+    let expected = match what {
+        Revocation::Session => Reason::SessionRevoked,
+        Revocation::Credential => Reason::CredentialRevoked,
+        Revocation::Principal => Reason::PrincipalRevoked,
+        Revocation::Assignment => Reason::NoAssignment,
+    };
+    (all, returned, expected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_decision_started_after_a_revocation_returned_allows() {
+    let w = Ward::with_pool(DECIDERS as u32 + 4).await;
+    for what in [
+        Revocation::Session,
+        Revocation::Credential,
+        Revocation::Principal,
+        Revocation::Assignment,
+    ] {
+        let name = format!("svc-{}", Uuid::new_v4().simple());
+        let (decisions, returned, expected) = race(&w, what, &name[..20]).await;
+        let before = decisions.iter().filter(|(t, _)| *t < returned).count();
+        let after: Vec<_> = decisions.iter().filter(|(t, _)| *t > returned).collect();
+        let allowed_before = decisions
+            .iter()
+            .filter(|(t, r)| *t < returned && *r == Reason::Allowed)
+            .count();
+        assert!(
+            allowed_before > 0,
+            "{what:?}: the race must start from allowed decisions"
+        );
+        assert!(
+            after.len() > DECIDERS,
+            "{what:?}: decisions must also start after the revocation ({})",
+            after.len()
+        );
+        for (_, reason) in &after {
+            assert_eq!(
+                *reason, expected,
+                "{what:?}: a decision started after the revocation returned"
+            );
+        }
+        // Before: only allowed or the revocation's own reason (the commit point lies in between).
+        assert!(
+            decisions
+                .iter()
+                .all(|(_, r)| *r == Reason::Allowed || *r == expected)
+        );
+        eprintln!(
+            "{what:?}: {before} decisions before, {} after the revocation returned",
+            after.len()
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! The server layer: every RPC but health and reflection needs `authorization: Bearer <token>`,
+//! which Ward must resolve to a principal; the principal goes into the request extensions.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use tower::{Layer, Service};
+
+use crate::{Verifier, bearer_of};
+
+/// Paths that never need a credential: gRPC health and server reflection.
+pub const OPEN_PREFIXES: &[&str] = &[
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1.",
+    "/grpc.reflection.v1alpha.",
+];
+
+#[derive(Clone)]
+pub struct AuthLayer {
+    verifier: Arc<dyn Verifier>,
+    /// Methods that require a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    self_authenticating: &'static [&'static str],
+}
+
+impl AuthLayer {
+    pub fn new(verifier: Arc<dyn Verifier>, self_authenticating: &'static [&'static str]) -> Self {
+        AuthLayer {
+            verifier,
+            self_authenticating,
+        }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        AuthService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    layer: AuthLayer,
+}
+
+impl<S, B> Service<http::Request<B>> for AuthService<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        // The clone that was driven to readiness serves this request.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let path = request.uri().path();
+            if OPEN_PREFIXES.iter().any(|p| path.starts_with(p)) {
+                return inner.call(request).await;
+            }
+            let header = request
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            let token = match bearer_of(header) {
+                Ok(t) => t.to_owned(),
+                Err(status) => return Ok(status.into_http()),
+            };
+            if !layer.self_authenticating.contains(&path) {
+                match layer.verifier.authenticate(&token).await {
+                    Ok(principal) => {
+                        request.extensions_mut().insert(principal);
+                    }
+                    Err(e) => return Ok(e.into_status().into_http()),
+                }
+            }
+            inner.call(request).await
+        })
+    }
+}

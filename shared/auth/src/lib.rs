@@ -1,0 +1,249 @@
+//! Authentication and authorization for every office.
+//!
+//! - [`Verifier`]: the one question asked of Ward — who holds this token, and may they do this?
+//!   Ward answers it from its own tables ([`Verifier`] implemented in `lychd-ward`); every other
+//!   office asks Ward over gRPC ([`ward::WardVerifier`]).
+//! - [`layer::AuthLayer`]: a tower layer requiring `authorization: Bearer <session>` on every
+//!   RPC but health and reflection; it authenticates with the verifier and puts the resolved
+//!   [`Principal`] into the request extensions. Caller-supplied identity headers are ignored.
+//! - [`Authorizer::authorize`]: what a handler calls, with the action and object declared next
+//!   to it, and again immediately before an effect. Nothing is cached: a revocation takes effect
+//!   on the next decision.
+//! - [`credentials::SessionSource`]: an office's own session, exchanged from its service
+//!   credential and renewed before expiry, presented on calls to other offices.
+//!
+//! Invariant: this crate decides nothing itself; every decision is Ward's. It never logs or
+//! returns a token or credential.
+
+pub mod admin;
+pub mod credentials;
+pub mod layer;
+pub mod ward;
+
+use std::sync::Arc;
+
+use tonic::{Code, Status};
+
+pub const DOMAIN: &str = "lychd.auth";
+
+/// A principal as resolved for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Ward's identifier (UUID).
+    pub id: String,
+    /// `human`, `service`, `peer` or `node`.
+    pub kind: String,
+    /// Unique name.
+    pub name: String,
+    pub policy_generation: i64,
+    pub revocation_generation: i64,
+}
+
+/// One authorization question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query<'a> {
+    /// The session token of the principal asking (never logged).
+    pub token: &'a str,
+    /// `<office>:<verb>`.
+    pub action: &'a str,
+    /// `<type>:<id>` or `<type>:*`.
+    pub object: &'a str,
+    /// The office the request is addressed to.
+    pub audience: &'a str,
+    /// Why it is asked.
+    pub purpose: &'a str,
+    /// Deny unless the principal's policy generation is still this one.
+    pub expected_policy_generation: Option<i64>,
+}
+
+/// Ward's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// `ALLOWED` or a stable deny reason (see `lychd.ward.v1.AuthorizeResponse.reason`).
+    pub reason: String,
+    /// The principal, when the token resolved.
+    pub principal: Option<Principal>,
+    pub policy_generation: i64,
+    pub revocation_generation: i64,
+}
+
+/// Deny reasons that mean "this token does not authenticate anyone now".
+pub const AUTHENTICATION_REASONS: &[&str] = &[
+    "SESSION_UNKNOWN",
+    "SESSION_EXPIRED",
+    "SESSION_REVOKED",
+    "CREDENTIAL_REVOKED",
+    "PRINCIPAL_REVOKED",
+];
+
+/// Why a verification did not produce an answer or a principal.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuthError {
+    /// The token authenticates nobody (stable reason).
+    #[error("not authenticated: {0}")]
+    Unauthenticated(String),
+    /// Ward could not be asked; nothing is allowed meanwhile.
+    #[error("authorization unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl AuthError {
+    pub fn into_status(self) -> Status {
+        match self {
+            AuthError::Unauthenticated(reason) => {
+                refusal(Code::Unauthenticated, &reason, "session not valid")
+            }
+            AuthError::Unavailable(_) => refusal(
+                Code::Unavailable,
+                "AUTHORIZATION_UNAVAILABLE",
+                "authorization service unavailable",
+            ),
+        }
+    }
+}
+
+/// Asks Ward.
+#[tonic::async_trait]
+pub trait Verifier: Send + Sync + 'static {
+    async fn authenticate(&self, token: &str) -> Result<Principal, AuthError>;
+    async fn authorize(&self, query: &Query<'_>) -> Result<Decision, AuthError>;
+}
+
+pub(crate) fn refusal(code: Code, reason: &str, message: &str) -> Status {
+    use tonic_types::{ErrorDetails, StatusExt};
+    Status::with_error_details(
+        code,
+        message,
+        ErrorDetails::with_error_info(reason, DOMAIN, std::collections::HashMap::new()),
+    )
+}
+
+/// The bearer token of a request (already required by the layer).
+pub fn bearer<T>(request: &tonic::Request<T>) -> Result<&str, Status> {
+    bearer_of(
+        request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
+    )
+}
+
+pub(crate) fn bearer_of(header: Option<&str>) -> Result<&str, Status> {
+    let Some(value) = header else {
+        return Err(refusal(
+            Code::Unauthenticated,
+            "CREDENTIAL_MISSING",
+            "missing bearer credential",
+        ));
+    };
+    value
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            refusal(
+                Code::Unauthenticated,
+                "CREDENTIAL_MALFORMED",
+                "authorization must be `Bearer <token>`",
+            )
+        })
+}
+
+/// What handlers use to decide, bound to the receiving office (the audience).
+#[derive(Clone)]
+pub struct Authorizer {
+    audience: &'static str,
+    verifier: Arc<dyn Verifier>,
+}
+
+impl Authorizer {
+    pub fn new(audience: &'static str, verifier: Arc<dyn Verifier>) -> Self {
+        Authorizer { audience, verifier }
+    }
+
+    pub fn verifier(&self) -> &Arc<dyn Verifier> {
+        &self.verifier
+    }
+
+    /// May the caller of `request` perform `action` on `object`? Purpose defaults to the
+    /// action's verb. `UNAUTHENTICATED` or `PERMISSION_DENIED` (with Ward's reason) otherwise.
+    pub async fn authorize<T>(
+        &self,
+        request: &tonic::Request<T>,
+        action: &str,
+        object: &str,
+    ) -> Result<Principal, Status> {
+        let purpose = action
+            .split_once(':')
+            .map(|(_, verb)| verb)
+            .unwrap_or(action);
+        self.authorize_for(request, action, object, purpose, None)
+            .await
+    }
+
+    /// The full question: explicit purpose and an optional expected policy generation (for
+    /// effect-time re-authorization of prepared work).
+    pub async fn authorize_for<T>(
+        &self,
+        request: &tonic::Request<T>,
+        action: &str,
+        object: &str,
+        purpose: &str,
+        expected_policy_generation: Option<i64>,
+    ) -> Result<Principal, Status> {
+        let token = bearer(request)?;
+        let query = Query {
+            token,
+            action,
+            object,
+            audience: self.audience,
+            purpose,
+            expected_policy_generation,
+        };
+        let decision = self
+            .verifier
+            .authorize(&query)
+            .await
+            .map_err(AuthError::into_status)?;
+        match (decision.allowed, decision.principal) {
+            (true, Some(principal)) => Ok(principal),
+            _ if AUTHENTICATION_REASONS.contains(&decision.reason.as_str()) => Err(refusal(
+                Code::Unauthenticated,
+                &decision.reason,
+                "session not valid",
+            )),
+            _ => {
+                tracing::info!(action, object, reason = %decision.reason, "permission denied");
+                Err(refusal(
+                    Code::PermissionDenied,
+                    &decision.reason,
+                    &format!("not permitted: {action} on {object}"),
+                ))
+            }
+        }
+    }
+}
+
+/// Write the current span's W3C trace context into outgoing metadata (the calls this crate
+/// makes to Ward belong to the trace of the request that caused them).
+pub fn inject_trace(metadata: &mut tonic::metadata::MetadataMap) {
+    use opentelemetry::propagation::Injector;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+    impl Injector for MetadataInjector<'_> {
+        fn set(&mut self, key: &str, value: String) {
+            if let (Ok(k), Ok(v)) = (
+                tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+                tonic::metadata::MetadataValue::try_from(value.as_str()),
+            ) {
+                self.0.insert(k, v);
+            }
+        }
+    }
+    let cx = tracing::Span::current().context();
+    opentelemetry::global::get_text_map_propagator(|p| {
+        p.inject_context(&cx, &mut MetadataInjector(metadata))
+    });
+}
