@@ -13,9 +13,11 @@
 //! ```
 
 mod canon;
+pub mod conformance;
 mod digest;
 mod error;
 mod parse;
+pub mod reduce;
 pub mod schema;
 mod utf16;
 pub mod validate;
@@ -31,6 +33,7 @@ pub use digest::{
 };
 pub use error::{C14nError, ErrorCode};
 pub use parse::{DEFAULT_MAX_BYTES, MAX_DEPTH, ParseOptions, is_nfc, parse, parse_with};
+pub use reduce::{EvaluationInput, ReductionResult, reduce, reduce_bytes};
 pub use utf16::cmp_utf16;
 pub use value::{MAX_SAFE_INTEGER, Map, Value};
 

@@ -3,6 +3,8 @@
 //! ```text
 //! helmloop digest [--domain record|binding] [--canonical] FILE|-
 //! helmloop validate <record-or-bundle.json>
+//! helmloop reduce <evaluation-input.json>
+//! helmloop conformance --adapter core [--fixtures DIR]
 //! ```
 //!
 //! Exit 0 on success; 1 on invalid input, with the error code as the first word
@@ -26,7 +28,7 @@ struct Cli {
     command: Command,
 }
 
-// `reduce`, `conformance` and `portability` join this enum when they exist.
+// `portability` joins this enum when it exists.
 #[derive(Subcommand)]
 enum Command {
     /// Print the record (default) or binding digest of a JSON document, or its canonical bytes.
@@ -46,6 +48,29 @@ enum Command {
         /// Input file, or `-` for standard input.
         file: String,
     },
+    /// Reduce an evaluation input `{protocolVersion, context, records}` and print the
+    /// ReductionResult (canonical JSON). Exit 0 on PASS, 1 on HOLD or REJECT or an unparsable
+    /// input (the first word on stderr is the disposition or the C14N code).
+    Reduce {
+        /// Input file, or `-` for standard input.
+        file: String,
+    },
+    /// Run a conformance suite and print its fixture-evidence report. Exit 0 only when every
+    /// case passes.
+    Conformance {
+        /// Which suite: only `core` exists in this crate.
+        #[arg(long, value_enum)]
+        adapter: AdapterArg,
+        /// Fixture directory holding `manifest.json` and `cases/` (default: the repository's
+        /// `fixtures/helmloop/core`, located from this crate's source directory at build time).
+        #[arg(long)]
+        fixtures: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AdapterArg {
+    Core,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -77,6 +102,8 @@ fn main() -> ExitCode {
             file,
         } => digest(domain, canonical, &file),
         Command::Validate { file } => validate(&file),
+        Command::Reduce { file } => reduce(&file),
+        Command::Conformance { adapter, fixtures } => conformance(adapter, fixtures),
     }
 }
 
@@ -144,6 +171,90 @@ fn validate(file: &str) -> ExitCode {
         return finish(written, ExitCode::from(EXIT_INVALID));
     }
     finish(written, ExitCode::SUCCESS)
+}
+
+fn reduce(file: &str) -> ExitCode {
+    let input = match read_input(file) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let result = match lychd_helmloop::reduce_bytes(&input) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{}", result.to_json()).and_then(|()| stdout.flush());
+    if result.is_pass() {
+        return finish(written, ExitCode::SUCCESS);
+    }
+    let first = result.reject.first().or(result.hold.first());
+    eprintln!(
+        "{} {}",
+        result.disposition.as_str(),
+        first.map_or("", |c| c.as_str())
+    );
+    finish(written, ExitCode::from(EXIT_INVALID))
+}
+
+/// The default fixture directory: `fixtures/helmloop/core` of the repository
+/// this binary was built from.
+fn default_fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/helmloop/core")
+}
+
+fn conformance(adapter: AdapterArg, fixtures: Option<std::path::PathBuf>) -> ExitCode {
+    use lychd_helmloop::conformance::{Case, Report, parse_manifest};
+    let AdapterArg::Core = adapter;
+    let dir = fixtures.unwrap_or_else(default_fixtures);
+    let manifest_path = dir.join("manifest.json");
+    let manifest = match std::fs::read(&manifest_path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("IO_ERROR cannot read {}: {e}", manifest_path.display());
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let (set_id, entries) = match parse_manifest(&manifest) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for (case_id, rel, digest) in entries {
+        let path = dir.join(&rel);
+        let case = std::fs::read(&path)
+            .map_err(|e| format!("{case_id}: cannot read {rel}: {e}"))
+            .and_then(|b| Case::parse(&b).map_err(|e| format!("{case_id}: {e}")));
+        match case {
+            Ok(c) if c.case_id != case_id => {
+                errors.push(format!("{rel}: caseId differs from manifest"))
+            }
+            Ok(c) if c.case_digest.render() != digest => {
+                errors.push(format!("{case_id}: case digest differs from manifest"))
+            }
+            Ok(c) => cases.push(c),
+            Err(e) => errors.push(e),
+        }
+    }
+    let report = Report::run("core", &set_id, &cases, errors);
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{}", report.to_json()).and_then(|()| stdout.flush());
+    if report.all_passed() {
+        return finish(written, ExitCode::SUCCESS);
+    }
+    let failed = report.results.iter().filter(|r| !r.passed()).count();
+    eprintln!(
+        "CONFORMANCE_FAILED {failed} of {} case(s) failed, {} fixture error(s)",
+        report.results.len(),
+        report.fixture_errors.len()
+    );
+    finish(written, ExitCode::from(EXIT_INVALID))
 }
 
 fn finish(written: std::io::Result<()>, code: ExitCode) -> ExitCode {

@@ -181,6 +181,9 @@ fn compile() -> Result<Compiled, String> {
         Ok(jsonschema::options()
             .with_draft(Draft::Draft202012)
             .should_validate_formats(true)
+            // The bundle's patterns need no lookaround; the `regex` engine is
+            // linear-time and faster than the default backtracking one.
+            .with_pattern_options(jsonschema::PatternOptions::regex())
             .with_resource(BUNDLE_ID, resource))
     };
     let build = |schema: &Json, what: &str| -> Result<Validator, String> {
@@ -223,6 +226,21 @@ fn compiled() -> Result<&'static Compiled, &'static str> {
 /// (The embedded schemas are tested to compile, so this is a self-check.)
 pub fn self_check() -> Result<(), String> {
     compiled().map(|_| ()).map_err(str::to_owned)
+}
+
+/// Whether `instance` is valid against `shape`: the fast path (no error
+/// collection) for the reducer; `false` when the bundle is unavailable.
+pub fn is_valid(shape: Shape, instance: &Json) -> bool {
+    let Ok(c) = compiled() else { return false };
+    let validator = match shape {
+        Shape::Record(t) => &c.records[t.index()],
+        Shape::AnyRecord => &c.any_record,
+        Shape::EvaluationContext => &c.context,
+        Shape::EvaluationInput => &c.input,
+        Shape::ReductionResult => &c.result,
+        Shape::PortabilityReceipt => &c.portability,
+    };
+    validator.is_valid(instance)
 }
 
 /// Validates `instance` against `shape`; an empty list means valid.

@@ -1,9 +1,11 @@
 //! Integration tests of the HelmLoop core (one test binary: link once).
 
 mod cli;
+mod core_suite;
 mod fuzz_corpus;
 mod props;
 mod records;
+mod reduce_props;
 mod vectors;
 
 use std::path::PathBuf;
