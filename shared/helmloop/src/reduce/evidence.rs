@@ -1,0 +1,250 @@
+//! Step 9: evidence and assurance (spec §4.4, §4.5; resolutions §E).
+
+use std::collections::BTreeSet;
+
+use super::axes::Evidence as Ev;
+use super::codes::ReasonCode as C;
+use super::frame::level_of;
+use super::result::RecordStatus;
+use super::scope::criteria;
+use super::time::Millis;
+use super::{EvidenceFacts, Resolved, Work};
+use crate::schema::RecordType as T;
+use crate::value::Value;
+
+/// Effective expiry: the earlier of `validUntil` and `observedAt` plus the
+/// policy age cap (spec §4.4). Evidence is stale at and after it.
+pub(crate) fn expiry(w: &Work<'_>, e: usize) -> Millis {
+    let r = &w.recs[e];
+    r.t(&["validUntil"]).min(
+        r.t(&["observedAt"])
+            .saturating_add(w.frame.c().evidence_max_age_ms),
+    )
+}
+
+/// Fresh at `at`: observed and issued no later than `at`, and `at` before expiry.
+pub(crate) fn fresh_at(w: &Work<'_>, e: usize, at: Millis) -> bool {
+    let r = &w.recs[e];
+    r.t(&["observedAt"]) <= at && r.issued() <= at && at < expiry(w, e)
+}
+
+fn claim_of<'a>(w: &Work<'a>, e: usize) -> &'a str {
+    w.recs[e].s(&["criterionResult", "id"])
+}
+
+pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFacts {
+    // Criterion binding and status/conclusion agreement of every eligible record.
+    let contract_criteria = w
+        .contract
+        .map(|c| criteria(w.recs[c].raw))
+        .unwrap_or_default();
+    for e in w.eligible_of(T::EvidenceRecord) {
+        let r = &w.recs[e];
+        let crit = (
+            r.s(&["criterionResult", "id"]),
+            r.s(&["criterionResult", "digest"]),
+        );
+        let criterion_ok = contract_criteria.contains(&crit);
+        let agree = matches!(
+            (r.s(&["status"]), r.s(&["criterionResult", "conclusion"])),
+            ("supports", "MET") | ("contradicts", "NOT_MET") | ("unknown", "UNKNOWN")
+        );
+        if !criterion_ok {
+            w.flag(e, C::EvidenceCriterionMismatch);
+        }
+        if !agree {
+            w.flag(e, C::EvidenceStatusConclusionMismatch);
+        }
+    }
+    // Per required claim, then the worst claim: INVALID > CONFLICTING > STALE > MISSING > FRESH.
+    let now = w.frame.c().evaluated_at;
+    let required: Vec<&str> = w.frame.c().required_evidence_ids.clone();
+    let mut state = Ev::Fresh;
+    let mut codes = BTreeSet::new();
+    for claim in required {
+        let mut supports = false;
+        let mut contradicts = false;
+        let mut stale = false;
+        let mut blocked = false;
+        for e in 0..w.recs.len() {
+            let r = &w.recs[e];
+            if !r.is(T::EvidenceRecord) || r.superseded || claim_of(w, e) != claim {
+                continue;
+            }
+            match r.status {
+                RecordStatus::Eligible if fresh_at(w, e, now) => match r.s(&["status"]) {
+                    "supports" => supports = true,
+                    "contradicts" => contradicts = true,
+                    _ => {}
+                },
+                RecordStatus::Eligible => stale = true,
+                // Future-dated evidence is not fresh (spec §4.4, §7).
+                RecordStatus::LaterFact => stale = true,
+                // A stale binding or an unresolved supersession keeps the claim
+                // non-pass even beside other support (spec §3, §4.4, §7).
+                RecordStatus::Ineligible
+                    if r.reasons.contains(&C::BindingStale)
+                        || r.reasons.contains(&C::SupersessionUnresolved) =>
+                {
+                    blocked = true
+                }
+                _ => {}
+            }
+        }
+        let (claim_state, code) = if contradicts {
+            (Ev::Conflicting, Some(C::EvidenceConflicting))
+        } else if supports && !blocked {
+            (Ev::Fresh, None)
+        } else if stale || blocked {
+            (Ev::Stale, Some(C::EvidenceStale))
+        } else {
+            (Ev::Missing, Some(C::EvidenceMissing))
+        };
+        codes.extend(code);
+        if rank(claim_state) > rank(state) {
+            state = claim_state;
+        }
+    }
+    let sufficient = assurance(w, receipt);
+    if super::authority::any_invalid(w, T::EvidenceRecord)
+        || super::authority::any_invalid(w, T::AssuranceDecision)
+    {
+        state = Ev::Invalid;
+        codes.clear();
+    }
+    w.codes.extend(codes);
+    EvidenceFacts {
+        evidence: state,
+        sufficient,
+    }
+}
+
+fn rank(s: Ev) -> u8 {
+    match s {
+        Ev::Fresh => 0,
+        Ev::Missing => 1,
+        Ev::Stale => 2,
+        Ev::Conflicting => 3,
+        Ev::Invalid => 4,
+    }
+}
+
+/// Checks every eligible assurance decision and returns the recomputed
+/// sufficient set.
+fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
+    let c = w.frame.c();
+    let (required, now) = (c.required_level, c.evaluated_at);
+    let executor = receipt.map(|r| w.recs[r].s(&["executor", "id"]));
+    let mut sufficient = BTreeSet::new();
+    for a in w.eligible_of(T::AssuranceDecision) {
+        let r = &w.recs[a];
+        let decided = r.t(&["decidedAt"]);
+        let required_level = level_of(r.s(&["requiredLevel"]));
+        let provided = level_of(r.s(&["providedLevel"])).unwrap_or(0);
+        let sufficient_decl = r.s(&["decision"]) == "sufficient";
+        let reviewer = r.s(&["reviewerId"]);
+        let refs: Vec<Resolved> = r
+            .at(&["evidenceRefs"])
+            .and_then(Value::as_array)
+            .unwrap_or(&[])
+            .iter()
+            .map(|x| w.resolve(x, T::EvidenceRecord))
+            .collect();
+        let found: Vec<usize> = refs
+            .iter()
+            .filter_map(|x| match x {
+                Resolved::Found(e) => Some(*e),
+                _ => None,
+            })
+            .collect();
+        // Every referenced record present and valid, or the level cannot be recomputed.
+        let complete = found.len() == refs.len()
+            && found
+                .iter()
+                .all(|&e| w.recs[e].status != RecordStatus::Invalid);
+        let after = found
+            .iter()
+            .any(|&e| w.recs[e].t(&["observedAt"]) > decided || w.recs[e].issued() > decided);
+        let mut codes = Vec::new();
+        if required_level != Some(required) {
+            codes.push(C::AssuranceLevelMismatch);
+        }
+        if after {
+            codes.push(C::AssuranceEvidenceAfterDecision);
+        }
+        if complete && !after {
+            // Structural level: what the cited evidence supported when decided.
+            let structural = level(w, &found, reviewer, executor, decided, false);
+            if provided > structural {
+                codes.push(C::AssuranceLevelMismatch);
+            }
+        }
+        if sufficient_decl && provided < required {
+            codes.push(C::AssuranceLevelMismatch);
+        }
+        for code in codes {
+            w.flag(a, code);
+        }
+        if w.eligible(a) && sufficient_decl && complete {
+            let current = level(w, &found, reviewer, executor, now, true);
+            if current >= required {
+                sufficient.insert(a);
+            }
+        }
+    }
+    sufficient
+}
+
+/// Recomputes an assurance level (resolutions §E) from `evidence` at `at`.
+/// L1: every required claim has qualifying supporting evidence; L2: two per
+/// claim with distinct producers and distinct provenance digests; L3: also a
+/// reviewer who is neither a producer of the cited evidence nor the executor.
+/// With `current`, evidence must also be eligible now (trusted, bound, not a
+/// later fact); otherwise only its own content and timing count.
+fn level(
+    w: &Work<'_>,
+    evidence: &[usize],
+    reviewer: &str,
+    executor: Option<&str>,
+    at: Millis,
+    current: bool,
+) -> u8 {
+    let qualifies = |e: usize, claim: &str| {
+        let r = &w.recs[e];
+        claim_of(w, e) == claim
+            && r.s(&["status"]) == "supports"
+            && r.status != RecordStatus::Invalid
+            && (!current || r.status == RecordStatus::Eligible)
+            && fresh_at(w, e, at)
+    };
+    let claims = &w.frame.c().required_evidence_ids;
+    let mut l1 = true;
+    let mut l2 = true;
+    for claim in claims {
+        let q: Vec<usize> = evidence
+            .iter()
+            .copied()
+            .filter(|&e| qualifies(e, claim))
+            .collect();
+        l1 &= !q.is_empty();
+        let pair = q.iter().enumerate().any(|(i, &a)| {
+            q[i + 1..].iter().any(|&b| {
+                w.recs[a].s(&["source", "producer"]) != w.recs[b].s(&["source", "producer"])
+                    && w.recs[a].s(&["provenance", "artifactDigest"])
+                        != w.recs[b].s(&["provenance", "artifactDigest"])
+            })
+        });
+        l2 &= pair;
+    }
+    let producers: BTreeSet<&str> = evidence
+        .iter()
+        .map(|&e| w.recs[e].s(&["source", "producer"]))
+        .collect();
+    let independent = !producers.contains(reviewer) && executor != Some(reviewer);
+    match (l1, l2 && l1, independent) {
+        (false, _, _) => 0,
+        (true, false, _) => 1,
+        (true, true, false) => 2,
+        (true, true, true) => 3,
+    }
+}

@@ -1,0 +1,368 @@
+//! The HelmLoop v0.1 reducer (spec §3–§7, resolutions §D–§F).
+//!
+//! `reduce(&EvaluationInput) -> ReductionResult` is pure: no clock, no I/O,
+//! no randomness, deterministic, and it never panics on input. Its stages
+//! follow the twelve steps of spec §6, one module each, and every stage only
+//! consumes what earlier stages produced:
+//!
+//! | § 6 step | module | produces |
+//! | --- | --- | --- |
+//! | 1 strict parse at the boundary | [`EvaluationInput::parse`], [`frame`] | the input value, the evaluation frame (context controls, policy digest, transition) |
+//! | 2 schema + digest of every raw record | [`verify`] | distinct bodies with their validity |
+//! | 3 replay folding, equivocation | [`verify`] | folded records, `RECORD_EQUIVOCATION` |
+//! | 4 as-of filtering | [`scope::as_of`] | `LATER_FACT` records |
+//! | 5 trust classification | [`scope::trust`] | untrusted observation records |
+//! | 6 exact reference resolution | [`scope::references`] | reference type/digest/missing verdicts |
+//! | 7 subject/revision/policy, lineage | [`scope::bindings`], [`lineage`] | the contract head, supersession, grant and promotion lineages |
+//! | 8 authority consumption, action binding | [`authority`] | `execution`, `authority` |
+//! | 9 evidence and assurance | [`evidence`] | `evidence`, the recomputed sufficient assurance set |
+//! | 10 promotion, reconciliation, outcome | [`decisions`] | `promotion`, `reconciliation`, `observedOutcome`, learning codes |
+//! | 11 sorting | [`result`] | UTF-16-sorted codes, records, producers |
+//! | 12 disposition, `inputDigest` | [`result`] | the [`ReductionResult`] |
+//!
+//! See `docs/helmloop-reducer.md` for the rules and the design-inference
+//! decisions taken where the spec and the resolutions are silent.
+
+mod authority;
+pub mod axes;
+pub mod codes;
+mod decisions;
+mod evidence;
+mod frame;
+mod lineage;
+pub mod result;
+mod scope;
+pub mod time;
+mod verify;
+
+use std::collections::{BTreeSet, HashMap};
+
+pub use axes::Axes;
+pub use codes::ReasonCode;
+pub use result::{Disposition, RecordResult, RecordStatus, ReductionResult};
+
+use crate::digest::Digest;
+use crate::error::C14nError;
+use crate::parse::{ParseOptions, parse_with};
+use crate::schema::RecordType;
+use crate::value::Value;
+use frame::Frame;
+use time::{Millis, parse_timestamp};
+
+/// A strictly parsed evaluation input `{protocolVersion, context, records}`
+/// (spec §6 step 1). Its shape is checked by the reducer, not here, so that a
+/// malformed input still yields a result with reason codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvaluationInput {
+    value: Value,
+}
+
+impl EvaluationInput {
+    /// Strict HL-C14N-1 parse at the boundary (default size cap).
+    pub fn parse(bytes: &[u8]) -> Result<EvaluationInput, C14nError> {
+        EvaluationInput::parse_with(bytes, ParseOptions::default())
+    }
+
+    /// Strict HL-C14N-1 parse at the boundary.
+    pub fn parse_with(bytes: &[u8], options: ParseOptions) -> Result<EvaluationInput, C14nError> {
+        parse_with(bytes, options).map(EvaluationInput::from_value)
+    }
+
+    /// Wraps a value that is already in the profile (e.g. built in memory).
+    pub fn from_value(value: Value) -> EvaluationInput {
+        EvaluationInput { value }
+    }
+
+    /// The input value.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// Parses and reduces an evaluation input; a parse failure is the boundary
+/// refusal of spec §6 step 1 (the CLI exits 1 with the `C14N_*` code).
+pub fn reduce_bytes(bytes: &[u8]) -> Result<ReductionResult, C14nError> {
+    EvaluationInput::parse(bytes).map(|i| reduce(&i))
+}
+
+/// Reduces an evaluation input to its result (spec §6).
+pub fn reduce(input: &EvaluationInput) -> ReductionResult {
+    let raw = &input.value;
+    let raw_records: &[Value] = raw.get("records").and_then(Value::as_array).unwrap_or(&[]);
+    // Step 1 (after the boundary parse): the evaluation frame.
+    let frame = frame::evaluate(raw);
+    // Steps 2–3 run on every record whatever the frame, except for an input
+    // in another protocol version, which is not evaluated as v0.1 at all.
+    let mut w = Work::new(frame, raw_records);
+    if !w.frame.version_unsupported() {
+        verify::verify_and_fold(&mut w);
+    }
+    let mut outcome = Outcome::unevaluated();
+    if w.frame.usable().is_some() {
+        scope::as_of(&mut w); // step 4
+        scope::trust(&mut w); // step 5
+        scope::references(&mut w); // step 6
+        scope::bindings(&mut w); // step 7
+        let grants = lineage::grant_lineages(&mut w);
+        let promotions = lineage::promotion_lineages(&mut w);
+        let exec = authority::evaluate(&mut w, &grants); // step 8
+        let ev = evidence::evaluate(&mut w, exec.receipt); // step 9
+        outcome = decisions::evaluate(&mut w, &grants, &promotions, &exec, &ev); // step 10
+    } else {
+        w.mark_unevaluated();
+    }
+    result::finish(raw, &w, outcome) // steps 11–12
+}
+
+/// The axes and pass qualifiers produced by steps 8–10.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outcome {
+    pub axes: Axes,
+    pub authority_not_required: bool,
+    pub reconciliation_not_required: bool,
+}
+
+impl Outcome {
+    fn unevaluated() -> Outcome {
+        Outcome {
+            axes: Axes::UNEVALUATED,
+            authority_not_required: false,
+            reconciliation_not_required: false,
+        }
+    }
+}
+
+/// How a reference resolved (spec §3): by type and ID, then by digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resolved {
+    /// The record with that type, ID and digest (whatever its status).
+    Found(usize),
+    /// No record with that ID in the input.
+    Missing,
+    /// The reference names another type than its slot, or the ID belongs to
+    /// a record of another type only.
+    TypeMismatch,
+    /// A record of that type and ID exists with another digest.
+    DigestMismatch,
+}
+
+/// One distinct raw record body and what the stages found about it.
+#[derive(Debug)]
+pub(crate) struct Rec<'a> {
+    pub raw: &'a Value,
+    pub body_digest: Digest,
+    /// The record type, when `recordType` names one of the eight.
+    pub rtype: Option<RecordType>,
+    pub type_text: Option<&'a str>,
+    pub id: Option<&'a str>,
+    pub digest: Option<&'a str>,
+    pub status: RecordStatus,
+    pub reasons: BTreeSet<ReasonCode>,
+    /// Replaced by an eligible successor (generic supersession).
+    pub superseded: bool,
+}
+
+impl<'a> Rec<'a> {
+    /// The value at `path` (object members only).
+    pub fn at(&self, path: &[&str]) -> Option<&'a Value> {
+        at(self.raw, path)
+    }
+
+    /// The string at `path`, `""` when absent (schema-valid records have it).
+    pub fn s(&self, path: &[&str]) -> &'a str {
+        self.at(path).and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The timestamp at `path`. Verified records have every timestamp they
+    /// declare parsed in step 2; `Millis::MAX` stands for an absent one, which
+    /// is never "no later than" anything.
+    pub fn t(&self, path: &[&str]) -> Millis {
+        self.at(path)
+            .and_then(Value::as_str)
+            .and_then(parse_timestamp)
+            .unwrap_or(Millis::MAX)
+    }
+
+    pub fn issued(&self) -> Millis {
+        self.t(&["issuedAt"])
+    }
+
+    pub fn is(&self, t: RecordType) -> bool {
+        self.rtype == Some(t)
+    }
+
+    /// Whether `r` is an exact reference to this record.
+    pub fn is_referenced_by(&self, r: &Value) -> bool {
+        let field = |k: &str| r.get(k).and_then(Value::as_str);
+        r.as_object().is_some_and(|m| m.len() == 3)
+            && field("recordType") == self.type_text
+            && field("id") == self.id
+            && field("digest") == self.digest
+            && self.id.is_some()
+    }
+}
+
+/// The value at `path` inside `v`.
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = v;
+    for k in path {
+        cur = cur.get(k)?;
+    }
+    Some(cur)
+}
+
+/// The working state of one reduction.
+pub(crate) struct Work<'a> {
+    pub frame: Frame<'a>,
+    pub raw_records: &'a [Value],
+    pub recs: Vec<Rec<'a>>,
+    pub codes: BTreeSet<ReasonCode>,
+    /// Distinct records by `(recordType, id)`.
+    index: HashMap<(RecordType, &'a str), Vec<usize>>,
+    /// Distinct records by `id` alone (to tell a type mismatch from a miss).
+    ids: HashMap<&'a str, Vec<usize>>,
+    /// The single usable outcome contract head (step 7).
+    pub contract: Option<usize>,
+    /// Its accountable owner.
+    pub owner: &'a str,
+    /// Producers of observation records outside `trustedProducers` (step 5).
+    pub untrusted: BTreeSet<&'a str>,
+    /// Sorted distinct body digests (step 3), reused for `inputDigest`.
+    pub body_digests: Option<Vec<Digest>>,
+}
+
+impl<'a> Work<'a> {
+    fn new(frame: Frame<'a>, raw_records: &'a [Value]) -> Work<'a> {
+        let mut codes = BTreeSet::new();
+        codes.extend(frame.codes.iter().copied());
+        Work {
+            frame,
+            raw_records,
+            recs: Vec::new(),
+            codes,
+            index: HashMap::new(),
+            ids: HashMap::new(),
+            contract: None,
+            owner: "",
+            untrusted: BTreeSet::new(),
+            body_digests: None,
+        }
+    }
+
+    /// Builds the identity indexes once the distinct records are known.
+    pub(crate) fn build_index(&mut self) {
+        for (i, r) in self.recs.iter().enumerate() {
+            if let Some(id) = r.id {
+                self.ids.entry(id).or_default().push(i);
+                if let Some(t) = r.rtype {
+                    self.index.entry((t, id)).or_default().push(i);
+                }
+            }
+        }
+    }
+
+    /// Reports `code` in its channel and against record `i`. A reject code
+    /// makes the record `INVALID`; a hold code makes an eligible record
+    /// `INELIGIBLE`.
+    pub fn flag(&mut self, i: usize, code: ReasonCode) {
+        self.codes.insert(code);
+        let r = &mut self.recs[i];
+        r.reasons.insert(code);
+        if code.is_reject() {
+            r.status = RecordStatus::Invalid;
+        } else if r.status == RecordStatus::Eligible {
+            r.status = RecordStatus::Ineligible;
+        }
+    }
+
+    /// Reports `code` against record `i` without changing its status.
+    pub fn note(&mut self, i: usize, code: ReasonCode) {
+        self.codes.insert(code);
+        self.recs[i].reasons.insert(code);
+    }
+
+    /// Reports a transition-level code.
+    pub fn emit(&mut self, code: ReasonCode) {
+        self.codes.insert(code);
+    }
+
+    /// Marks an eligible record ineligible because something it depends on
+    /// is unavailable; the dependency already carries its own code.
+    pub fn drop_dependent(&mut self, i: usize) {
+        if self.recs[i].status == RecordStatus::Eligible {
+            self.recs[i].status = RecordStatus::Ineligible;
+        }
+    }
+
+    pub fn eligible(&self, i: usize) -> bool {
+        self.recs[i].status == RecordStatus::Eligible
+    }
+
+    /// Indexes of records of type `t` that are still eligible.
+    pub fn eligible_of(&self, t: RecordType) -> Vec<usize> {
+        (0..self.recs.len())
+            .filter(|&i| self.recs[i].is(t) && self.eligible(i))
+            .collect()
+    }
+
+    /// Indexes of eligible records of type `t` that no eligible successor replaced.
+    pub fn heads_of(&self, t: RecordType) -> Vec<usize> {
+        self.eligible_of(t)
+            .into_iter()
+            .filter(|&i| !self.recs[i].superseded)
+            .collect()
+    }
+
+    /// Resolves an exact reference expected to name a record of type `expected`.
+    pub fn resolve(&self, r: &Value, expected: RecordType) -> Resolved {
+        let field = |k: &str| r.get(k).and_then(Value::as_str);
+        let (Some(t), Some(id), Some(digest)) = (field("recordType"), field("id"), field("digest"))
+        else {
+            return Resolved::Missing;
+        };
+        if t != expected.as_str() {
+            return Resolved::TypeMismatch;
+        }
+        match self.index.get(&(expected, id)) {
+            Some(candidates) => candidates
+                .iter()
+                .copied()
+                .find(|&i| self.recs[i].digest == Some(digest))
+                .map_or(Resolved::DigestMismatch, Resolved::Found),
+            None if self.ids.contains_key(id) => Resolved::TypeMismatch,
+            None => Resolved::Missing,
+        }
+    }
+
+    /// After an unusable frame: every record not already invalid or held by
+    /// its own version is left unevaluated.
+    fn mark_unevaluated(&mut self) {
+        let frame_codes: Vec<ReasonCode> = self.frame.codes.clone();
+        for r in &mut self.recs {
+            if r.status == RecordStatus::Eligible {
+                r.status = RecordStatus::Ineligible;
+                r.reasons.extend(frame_codes.iter().copied());
+            }
+        }
+    }
+}
+
+/// Results of step 8 that later stages consume.
+pub(crate) struct ExecutionFacts {
+    /// The single eligible receipt head, when there is exactly one.
+    pub receipt: Option<usize>,
+    /// More than one eligible receipt head.
+    pub multiple: bool,
+    /// An execution lineage reached `reserved` without an eligible receipt.
+    pub reserved_without_receipt: bool,
+    pub execution: axes::Execution,
+    pub authority: axes::Authority,
+    pub authority_not_required: bool,
+}
+
+/// Results of step 9 that later stages consume.
+pub(crate) struct EvidenceFacts {
+    pub evidence: axes::Evidence,
+    /// Assurance decisions in the recomputed sufficient set.
+    pub sufficient: BTreeSet<usize>,
+}

@@ -1,0 +1,358 @@
+//! Steps 4–7: as-of filtering, trust classification, exact reference
+//! resolution, and subject/revision/policy/contract/supersession checks.
+//! (Grant and promotion lineages, also step 7, are in [`super::lineage`].)
+
+use super::codes::ReasonCode as C;
+use super::result::RecordStatus;
+use super::{Resolved, Work, at};
+use crate::digest::binding_digest;
+use crate::schema::RecordType as T;
+use crate::value::{Map, Value};
+
+/// Event times of a record that must be no later than `evaluatedAt` (spec §6).
+fn event_paths(t: Option<T>) -> &'static [&'static [&'static str]] {
+    match t {
+        Some(T::ExecutionReceipt) => &[&["issuedAt"], &["startedAt"], &["finishedAt"]],
+        Some(T::EvidenceRecord) | Some(T::LearningSignal) => &[&["issuedAt"], &["observedAt"]],
+        Some(T::AssuranceDecision) | Some(T::PromotionDecision) => &[&["issuedAt"], &["decidedAt"]],
+        Some(T::ReconciliationRecord) => &[&["issuedAt"], &["query", "observedAt"]],
+        _ => &[&["issuedAt"]],
+    }
+}
+
+/// Step 4: a record with any event after `evaluatedAt` is a `LATER_FACT`. It
+/// stays in the input commitment but takes no part in evaluation; it is
+/// neutral unless a stage finds that something it needs exists only as a
+/// later fact (then that stage reports `RECORD_AFTER_EVALUATED_AT` or
+/// `AUTHORITY_CONSUMED_AFTER_EVALUATED_AT`, or counts future evidence as stale).
+pub(crate) fn as_of(w: &mut Work<'_>) {
+    let now = w.frame.c().evaluated_at;
+    for r in &mut w.recs {
+        if r.status != RecordStatus::Eligible {
+            continue;
+        }
+        let later = event_paths(r.rtype)
+            .iter()
+            .any(|p| r.at(p).is_some() && r.t(p) > now);
+        if later {
+            r.status = RecordStatus::LaterFact;
+            r.reasons.insert(C::RecordAfterEvaluatedAt);
+        }
+    }
+}
+
+/// Step 5: observation records (receipts, evidence, reconciliation) must come
+/// from a trusted producer (resolutions §E); owner records are checked by
+/// issuer against the accountable owner in later steps.
+pub(crate) fn trust(w: &mut Work<'_>) {
+    for i in 0..w.recs.len() {
+        let r = &w.recs[i];
+        let observation = matches!(
+            r.rtype,
+            Some(T::ExecutionReceipt | T::EvidenceRecord | T::ReconciliationRecord)
+        );
+        if !observation || !w.eligible(i) {
+            continue;
+        }
+        let producer = r.s(&["source", "producer"]);
+        if !w.frame.c().trusted_producers.contains(&producer) {
+            w.untrusted.insert(producer);
+            w.flag(i, C::TrustUntrustedProducer);
+        }
+    }
+}
+
+/// The typed reference slots of a record: `(reference, expected type)`.
+pub(crate) fn typed_refs<'a>(raw: &'a Value, t: T) -> Vec<(&'a Value, Option<T>)> {
+    let one = |path: &[&str], ty: T| at(raw, path).map(|v| (v, Some(ty)));
+    let many = |k: &str, ty: T| -> Vec<(&'a Value, Option<T>)> {
+        raw.get(k)
+            .and_then(Value::as_array)
+            .unwrap_or(&[])
+            .iter()
+            .map(|v| (v, Some(ty)))
+            .collect()
+    };
+    let mut out = Vec::new();
+    match t {
+        T::ExecutionReceipt => out.extend(one(&["authority", "grantRef"], T::AuthorityGrant)),
+        T::AssuranceDecision => out.extend(many("evidenceRefs", T::EvidenceRecord)),
+        T::PromotionDecision => {
+            out.extend(one(&["grantRef"], T::AuthorityGrant));
+            out.extend(one(&["assuranceRef"], T::AssuranceDecision));
+            out.extend(many("evidenceRefs", T::EvidenceRecord));
+        }
+        T::ReconciliationRecord => out.extend(one(&["receiptRef"], T::ExecutionReceipt)),
+        T::LearningSignal => {
+            out.extend(many("evidenceRefs", T::EvidenceRecord));
+            out.extend(one(&["grantRef"], T::AuthorityGrant));
+        }
+        T::AuthorityGrant => {
+            if let Some(c) = raw.get("consumedBy") {
+                let ty = c
+                    .get("recordType")
+                    .and_then(Value::as_str)
+                    .and_then(T::from_name);
+                let ty = ty.filter(|t| matches!(t, T::ExecutionReceipt | T::PromotionDecision));
+                out.push((c, ty));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The single `supersedes` predecessor reference of a record.
+pub(crate) fn supersedes(raw: &Value) -> Option<&Value> {
+    raw.get("supersedes")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+}
+
+/// Step 6: every reference of every eligible record is resolved by type and
+/// ID and checked by digest. A wrong type or digest makes the referencing
+/// record invalid; a missing contract or predecessor is unresolved (HOLD);
+/// a contract that exists only as a later fact cannot be used yet. Other
+/// missing targets are judged by the stage that consumes them.
+pub(crate) fn references(w: &mut Work<'_>) {
+    for i in 0..w.recs.len() {
+        let Some(t) = w.recs[i].rtype else { continue };
+        if !w.eligible(i) {
+            continue;
+        }
+        let raw = w.recs[i].raw;
+        if t != T::OutcomeContract
+            && let Some(r) = raw.get("contractRef")
+        {
+            match w.resolve(r, T::OutcomeContract) {
+                Resolved::TypeMismatch => w.flag(i, C::RefTypeMismatch),
+                Resolved::DigestMismatch => w.flag(i, C::RefDigestMismatch),
+                Resolved::Missing => w.flag(i, C::ContractMissing),
+                Resolved::Found(c) if w.recs[c].status == RecordStatus::LaterFact => {
+                    w.flag(i, C::RecordAfterEvaluatedAt)
+                }
+                Resolved::Found(_) => {}
+            }
+        }
+        if let Some(p) = supersedes(raw) {
+            let broken = if t == T::AuthorityGrant {
+                C::AuthorityLineageInvalid
+            } else {
+                C::SupersessionInvalid
+            };
+            match w.resolve(p, t) {
+                Resolved::TypeMismatch | Resolved::DigestMismatch => w.flag(i, broken),
+                Resolved::Missing => match t {
+                    // An orphaned grant step is judged by the lineage stage.
+                    T::AuthorityGrant => {}
+                    T::PromotionDecision => w.flag(i, C::PromotionAmbiguous),
+                    _ => w.flag(i, C::SupersessionUnresolved),
+                },
+                Resolved::Found(_) => {}
+            }
+        }
+        for (r, expected) in typed_refs(raw, t) {
+            let verdict = match expected {
+                Some(e) => w.resolve(r, e),
+                None => Resolved::TypeMismatch,
+            };
+            match verdict {
+                Resolved::TypeMismatch => w.flag(i, C::RefTypeMismatch),
+                Resolved::DigestMismatch => w.flag(i, C::RefDigestMismatch),
+                Resolved::Missing | Resolved::Found(_) => {}
+            }
+        }
+    }
+}
+
+/// Step 7: subject, revision and policy bindings; the contract; generic
+/// supersession (types other than grants and promotions, whose lineages have
+/// their own rules); each record's binding to the contract head.
+pub(crate) fn bindings(w: &mut Work<'_>) {
+    for i in 0..w.recs.len() {
+        if w.recs[i].rtype.is_none() || !w.eligible(i) {
+            continue;
+        }
+        let r = &w.recs[i];
+        let c = w.frame.c();
+        let subject_ok = r.at(&["subject"]) == Some(c.subject);
+        let rev_id_ok = r.s(&["revision", "id"]) == c.revision_id;
+        let rev_digest_ok = r.s(&["revision", "digest"]) == c.revision_digest;
+        let pol_ok = r.s(&["policy", "id"]) == c.policy_id
+            && r.s(&["policy", "revision"]) == c.policy_revision;
+        let pol_digest_ok = r.s(&["policy", "digest"]) == c.policy_digest;
+        if !subject_ok {
+            w.flag(i, C::RefSubjectMismatch);
+        }
+        if !rev_id_ok || !pol_ok {
+            w.flag(i, C::BindingStale);
+        }
+        if (rev_id_ok && !rev_digest_ok) || (pol_ok && !pol_digest_ok) {
+            w.flag(i, C::BindingDigestMismatch);
+        }
+    }
+    for i in w.eligible_of(T::OutcomeContract) {
+        if let Some(code) = contract_defect(w.recs[i].raw) {
+            w.flag(i, code);
+        }
+    }
+    // Generic supersession: subject and issuance order.
+    for i in 0..w.recs.len() {
+        let Some(t) = w.recs[i].rtype else { continue };
+        if t == T::AuthorityGrant || !w.eligible(i) {
+            continue;
+        }
+        let Some(p) = supersedes(w.recs[i].raw) else {
+            continue;
+        };
+        if let super::Resolved::Found(p) = w.resolve(p, t) {
+            if w.recs[p].at(&["subject"]) != w.recs[i].at(&["subject"]) {
+                w.flag(i, C::SupersessionInvalid);
+            } else if w.recs[i].issued() < w.recs[p].issued() {
+                let code = if t == T::PromotionDecision {
+                    C::PromotionLineageTimeRegression
+                } else {
+                    C::SupersessionTimeRegression
+                };
+                w.flag(i, code);
+            }
+        }
+    }
+    // The contract head: eligible contracts that no eligible successor replaced.
+    propagate_supersession(w, &[T::OutcomeContract]);
+    mark_superseded(w, &[T::OutcomeContract]);
+    let heads = w.heads_of(T::OutcomeContract);
+    let any_contract = w.recs.iter().any(|r| r.is(T::OutcomeContract));
+    match heads.as_slice() {
+        [c] => {
+            w.contract = Some(*c);
+            w.owner = w.recs[*c].s(&["accountableOwnerId"]);
+        }
+        [] if !any_contract => w.emit(C::ContractMissing),
+        [] => {}
+        _ => w.emit(C::ContractAmbiguous),
+    }
+    // Every other record must be bound to that exact head.
+    for i in 0..w.recs.len() {
+        let Some(t) = w.recs[i].rtype else { continue };
+        if t == T::OutcomeContract || !w.eligible(i) {
+            continue;
+        }
+        let Some(r) = w.recs[i].raw.get("contractRef") else {
+            continue;
+        };
+        if let Resolved::Found(c) = w.resolve(r, T::OutcomeContract) {
+            if Some(c) == w.contract {
+                continue;
+            }
+            if w.eligible(c) && w.recs[c].superseded {
+                w.flag(i, C::BindingStale);
+            } else {
+                w.drop_dependent(i);
+            }
+        }
+    }
+    let generic = [
+        T::ExecutionReceipt,
+        T::EvidenceRecord,
+        T::AssuranceDecision,
+        T::ReconciliationRecord,
+        T::LearningSignal,
+    ];
+    propagate_supersession(w, &generic);
+    mark_superseded(w, &generic);
+}
+
+/// A successor whose predecessor is unavailable (invalid, ineligible or a
+/// later fact) is itself unavailable; repeated until nothing changes.
+fn propagate_supersession(w: &mut Work<'_>, types: &[T]) {
+    loop {
+        let mut changed = false;
+        for i in 0..w.recs.len() {
+            let Some(t) = w.recs[i].rtype.filter(|t| types.contains(t)) else {
+                continue;
+            };
+            if !w.eligible(i) {
+                continue;
+            }
+            let Some(p) = supersedes(w.recs[i].raw) else {
+                continue;
+            };
+            if let Resolved::Found(p) = w.resolve(p, t)
+                && !w.eligible(p)
+            {
+                w.drop_dependent(i);
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn mark_superseded(w: &mut Work<'_>, types: &[T]) {
+    for i in 0..w.recs.len() {
+        let Some(t) = w.recs[i].rtype.filter(|t| types.contains(t)) else {
+            continue;
+        };
+        if !w.eligible(i) {
+            continue;
+        }
+        if let Some(p) = supersedes(w.recs[i].raw)
+            && let Resolved::Found(p) = w.resolve(p, t)
+        {
+            w.recs[p].superseded = true;
+        }
+    }
+}
+
+/// Contract semantics beyond the schema (spec §4.1): `CONTRACT_INVALID` for
+/// an owner/criterion/horizon contradiction, `CONTRACT_NOT_ACTIVE` otherwise.
+fn contract_defect(raw: &Value) -> Option<C> {
+    let s = |p: &[&str]| at(raw, p).and_then(Value::as_str).unwrap_or("");
+    if s(&["accountableOwnerId"]) != s(&["subject", "ownerId"]) {
+        return Some(C::ContractInvalid);
+    }
+    let criteria = raw.get("criteria").and_then(Value::as_array).unwrap_or(&[]);
+    let mut ids = std::collections::BTreeSet::new();
+    for c in criteria {
+        let mut body = Map::new();
+        body.insert("id", c.get("id").cloned().unwrap_or_default());
+        body.insert(
+            "description",
+            c.get("description").cloned().unwrap_or_default(),
+        );
+        let ok = binding_digest(&Value::Object(body))
+            .is_ok_and(|d| Some(d.render().as_str()) == c.get("digest").and_then(Value::as_str));
+        if !ok || !ids.insert(c.get("id").and_then(Value::as_str).unwrap_or("")) {
+            return Some(C::ContractInvalid);
+        }
+    }
+    let (start, end) = (
+        super::time::parse_timestamp(s(&["horizon", "start"])),
+        super::time::parse_timestamp(s(&["horizon", "end"])),
+    );
+    if !matches!((start, end), (Some(a), Some(b)) if a < b) {
+        return Some(C::ContractInvalid);
+    }
+    if s(&["status"]) != "active" {
+        return Some(C::ContractNotActive);
+    }
+    None
+}
+
+/// The criteria `(id, digest)` of a contract.
+pub(crate) fn criteria(raw: &Value) -> Vec<(&str, &str)> {
+    raw.get("criteria")
+        .and_then(Value::as_array)
+        .unwrap_or(&[])
+        .iter()
+        .map(|c| {
+            (
+                c.get("id").and_then(Value::as_str).unwrap_or(""),
+                c.get("digest").and_then(Value::as_str).unwrap_or(""),
+            )
+        })
+        .collect()
+}

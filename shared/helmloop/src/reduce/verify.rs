@@ -1,0 +1,204 @@
+//! Steps 2–3: schema and digest verification of every raw record, replay
+//! folding and equivocation.
+//!
+//! Validation is a pure function of a record's body, so it runs once per
+//! distinct canonical body: byte-identical replays get the same verdict by
+//! construction. Distinct bodies are then ordered by their body digest, so
+//! input order cannot influence any later stage.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::codes::ReasonCode;
+use super::result::RecordStatus;
+use super::time::parse_timestamp;
+use super::{Rec, Work};
+use crate::digest::{Digest, binding_digest, record_digest};
+use crate::schema::{self, RecordType, Shape};
+use crate::validate::{self, Channel};
+use crate::value::Value;
+
+/// Reference slots whose missing `recordType`/`digest` is `REF_ID_ONLY`.
+const REF_SLOTS: [&str; 5] = [
+    "contractRef",
+    "grantRef",
+    "receiptRef",
+    "assuranceRef",
+    "consumedBy",
+];
+const REF_LISTS: [&str; 2] = ["evidenceRefs", "supersedes"];
+
+/// Timestamp members a verified record may carry.
+const TIMESTAMPS: [&[&str]; 12] = [
+    &["issuedAt"],
+    &["startedAt"],
+    &["finishedAt"],
+    &["observedAt"],
+    &["validUntil"],
+    &["decidedAt"],
+    &["horizon", "start"],
+    &["horizon", "end"],
+    &["validity", "notBefore"],
+    &["validity", "notAfter"],
+    &["query", "observedAt"],
+    &["evaluatedAt"],
+];
+
+pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
+    // Step 3a: fold byte-identical bodies (binding digest of the complete body).
+    let mut distinct: BTreeMap<Digest, &Value> = BTreeMap::new();
+    let mut unhashable = false;
+    for raw in w.raw_records {
+        match binding_digest(raw) {
+            Ok(d) => {
+                distinct.entry(d).or_insert(raw);
+            }
+            // Parsed values are always in the profile; a value built in memory
+            // may not be, and is then refused as a whole.
+            Err(_) => unhashable = true,
+        }
+    }
+    if unhashable {
+        w.emit(ReasonCode::RecordSchemaInvalid);
+    } else {
+        w.body_digests = Some(distinct.keys().copied().collect());
+    }
+    // Step 2: validate every distinct body.
+    for (body_digest, raw) in distinct {
+        let mut rec = Rec {
+            raw,
+            body_digest,
+            rtype: None,
+            type_text: None,
+            id: None,
+            digest: None,
+            status: RecordStatus::Eligible,
+            reasons: BTreeSet::new(),
+            superseded: false,
+        };
+        let type_text = raw.get("recordType").and_then(Value::as_str);
+        rec.type_text = type_text.filter(|t| RecordType::from_name(t).is_some());
+        rec.rtype = type_text.and_then(RecordType::from_name);
+        rec.id = raw.get("id").and_then(Value::as_str);
+        rec.digest = raw.get("digest").and_then(Value::as_str);
+        for code in verdict(raw) {
+            rec.reasons.insert(code);
+            if code.is_reject() {
+                rec.status = RecordStatus::Invalid;
+            } else if rec.status == RecordStatus::Eligible {
+                rec.status = RecordStatus::Ineligible;
+            }
+        }
+        w.codes.extend(rec.reasons.iter().copied());
+        w.recs.push(rec);
+    }
+    // Step 3b: one identity, several bodies, is equivocation.
+    let mut by_identity: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, r) in w.recs.iter().enumerate() {
+        let t = r.raw.get("recordType").and_then(Value::as_str);
+        if let (Some(t), Some(id)) = (t, r.id) {
+            by_identity.entry((t, id)).or_default().push(i);
+        }
+    }
+    for group in by_identity.into_values().filter(|g| g.len() > 1) {
+        for i in group {
+            w.flag(i, ReasonCode::RecordEquivocation);
+        }
+    }
+    w.build_index();
+}
+
+/// Version check, entry schema and record digest of one body.
+fn verdict(raw: &Value) -> Vec<ReasonCode> {
+    // Fast path: a current-version record of a known type that its entry
+    // schema accepts needs only the digest and timestamp checks; anything
+    // else goes through `validate_record` for the complete issue list.
+    let version_ok =
+        raw.get("schemaVersion").and_then(Value::as_str) == Some(crate::PROTOCOL_VERSION);
+    let shape = raw
+        .get("recordType")
+        .and_then(Value::as_str)
+        .and_then(RecordType::from_name);
+    if let (true, Some(t)) = (version_ok, shape)
+        && schema::is_valid(Shape::Record(t), &raw.to_serde())
+    {
+        let declared = raw
+            .get("digest")
+            .and_then(Value::as_str)
+            .and_then(Digest::parse);
+        let mut out = Vec::new();
+        if declared.is_none() || record_digest(raw).ok() != declared {
+            out.push(ReasonCode::RecordDigestMismatch);
+        }
+        if bad_timestamp(raw) {
+            out.push(ReasonCode::RecordSchemaInvalid);
+        }
+        return out;
+    }
+    let issues = validate::validate_record(raw, "");
+    let mut out = Vec::new();
+    for issue in &issues {
+        let code = match issue.code.as_str() {
+            validate::PROTOCOL_VERSION_UNSUPPORTED => ReasonCode::ProtocolVersionUnsupported,
+            validate::RECORD_DIGEST_MISMATCH => ReasonCode::RecordDigestMismatch,
+            _ if is_id_only_ref(raw, &issue.path, issue.keyword.as_deref()) => {
+                ReasonCode::RefIdOnly
+            }
+            _ => match issue.channel {
+                Channel::Reject => ReasonCode::RecordSchemaInvalid,
+                Channel::Hold => ReasonCode::ProtocolVersionUnsupported,
+            },
+        };
+        out.push(code);
+    }
+    if issues.is_empty() && bad_timestamp(raw) {
+        out.push(ReasonCode::RecordSchemaInvalid);
+    }
+    // A record without a digest member fails the schema (`required`), so
+    // `validate_record` has reported it; nothing else to add here.
+    out
+}
+
+/// The schema asserts the date-time format; this is the reducer's own check
+/// that every timestamp it will compare is a real instant.
+fn bad_timestamp(raw: &Value) -> bool {
+    TIMESTAMPS.iter().any(|path| {
+        super::at(raw, path)
+            .and_then(Value::as_str)
+            .is_some_and(|s| parse_timestamp(s).is_none())
+    })
+}
+
+/// Whether a schema issue is a reference missing its type or digest while
+/// carrying an `id` (resolutions §B: `REF_ID_ONLY`).
+fn is_id_only_ref(raw: &Value, path: &str, keyword: Option<&str>) -> bool {
+    if keyword != Some("required") {
+        return false;
+    }
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let Some((last, parent)) = segments.split_last() else {
+        return false;
+    };
+    if *last != "recordType" && *last != "digest" {
+        return false;
+    }
+    let in_slot = match parent {
+        [.., slot] if REF_SLOTS.contains(slot) => true,
+        [.., list, _] if REF_LISTS.contains(list) => true,
+        _ => false,
+    };
+    let mut cur = raw;
+    for seg in parent {
+        cur = match cur {
+            Value::Object(m) => match m.get(seg) {
+                Some(v) => v,
+                None => return false,
+            },
+            Value::Array(a) => match seg.parse::<usize>().ok().and_then(|i| a.get(i)) {
+                Some(v) => v,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    in_slot && cur.get("id").is_some()
+}
