@@ -19,17 +19,7 @@ pub fn grpcurl(args: &[&str]) -> Output {
         .expect("run grpcurl")
 }
 
-/// A channel to `endpoint` presenting `token` as the bearer.
-pub fn channel_with(endpoint: &str, token: &str) -> lychd_runtime::client::PeerChannel {
-    let session = lychd_auth::credentials::SessionSource::fixed(secrecy::SecretString::from(
-        token.to_owned(),
-    ));
-    lychd_runtime::client::peer_channel(
-        endpoint,
-        lychd_runtime::client::Outgoing::new(Some(session)),
-    )
-    .expect("channel")
-}
+pub use lychd_testkit::channel_with;
 
 /// The latest migration version embedded in an office.
 pub fn latest_migration(office: lychd_runtime::Office) -> i64 {

@@ -17,8 +17,8 @@ pub use process::{
     OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
 };
 pub use spawn::{
-    Spawned, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office, spawn_office_with,
-    spawn_orchestrator, spawn_ward, spec_of,
+    Spawned, channel_with, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office,
+    spawn_office_with, spawn_orchestrator, spawn_ward, spec_of,
 };
 
 /// A random bearer credential for one test stack.

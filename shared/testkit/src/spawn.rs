@@ -112,6 +112,14 @@ impl Spawned {
     }
 }
 
+/// A channel to `endpoint` presenting `token` as the bearer.
+pub fn channel_with(endpoint: &str, token: &str) -> PeerChannel {
+    let outgoing = Outgoing::new(Some(SessionSource::fixed(SecretString::from(
+        token.to_owned(),
+    ))));
+    peer_channel(endpoint, outgoing).expect("endpoint is valid")
+}
+
 fn ward_channel(endpoint: &str) -> tonic::transport::Channel {
     lychd_runtime::client::channel(endpoint).expect("endpoint is valid")
 }
