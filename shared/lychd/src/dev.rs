@@ -222,10 +222,12 @@ async fn run_offices(
         operator_credential.display(),
         token_file.display()
     );
-    let ward_port = ports[&Office::Ward];
-    println!("\ntry:\n  grpcurl -plaintext 127.0.0.1:{ward_port} list");
+    // Ward presents no session of its own, so its peers refuse it; a dispatcher's view of its
+    // peers shows the whole stack wired.
+    let dispatcher_port = ports[&Office::Dispatcher];
+    println!("\ntry:\n  grpcurl -plaintext 127.0.0.1:{dispatcher_port} list");
     println!(
-        "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"include_peers\": true}}' 127.0.0.1:{ward_port} lychd.ward.v1.Ward/Describe",
+        "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"include_peers\": true}}' 127.0.0.1:{dispatcher_port} lychd.dispatcher.v1.Dispatcher/Describe",
         token_file.display()
     );
     println!("\nCtrl-C stops everything.");
