@@ -122,15 +122,15 @@ async fn every_rpc_is_refused_without_a_credential_or_the_authority() {
     )
     .await;
 
-    // No credential at all.
-    let bare = tonic::transport::Endpoint::from_shared(s.spawned.endpoint())
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect");
+    // No credential at all: a channel whose outgoing interceptor has no session.
+    let bare = lychd_runtime::client::peer_channel(
+        &s.spawned.endpoint(),
+        lychd_runtime::client::Outgoing::default(),
+    )
+    .expect("channel");
     let mut anonymous = DispatcherClient::new(bare);
     let mut checked = 0;
-    for (rpc, code) in every_rpc_plain(&mut anonymous).await {
+    for (rpc, code) in every_rpc(&mut anonymous).await {
         assert_eq!(code, Code::Unauthenticated, "{rpc} without a credential");
         checked += 1;
     }
@@ -147,96 +147,4 @@ async fn every_rpc_is_refused_without_a_credential_or_the_authority() {
     }
     assert_eq!(sim.requests(), 0, "nothing was probed for a refused caller");
     s.spawned.stop().await;
-}
-
-/// [`every_rpc`] over a channel without a credential.
-async fn every_rpc_plain(
-    c: &mut DispatcherClient<tonic::transport::Channel>,
-) -> Vec<(&'static str, Code)> {
-    fn code<T>(r: Result<T, tonic::Status>) -> Code {
-        r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
-    }
-    let id = uuid::Uuid::new_v4().to_string();
-    let watch = match c
-        .watch_dispatch_events(pb::WatchDispatchEventsRequest {
-            after_sequence: 0,
-            follow: false,
-        })
-        .await
-    {
-        Ok(s) => s
-            .into_inner()
-            .next()
-            .await
-            .map(|r| r.map(|_| ()))
-            .unwrap_or(Ok(())),
-        Err(e) => Err(e),
-    };
-    vec![
-        (
-            "Describe",
-            code(
-                c.describe(pb::DescribeRequest {
-                    include_peers: false,
-                })
-                .await,
-            ),
-        ),
-        (
-            "ListCapabilities",
-            code(c.list_capabilities(pb::ListCapabilitiesRequest {}).await),
-        ),
-        ("Lease", code(c.lease(request(exact("gpu0:chat:m"))).await)),
-        (
-            "RenewLease",
-            code(
-                c.renew_lease(pb::RenewLeaseRequest {
-                    lease_id: id.clone(),
-                    holder: "h".into(),
-                    ttl_seconds: 0,
-                })
-                .await,
-            ),
-        ),
-        (
-            "ReleaseLease",
-            code(
-                c.release_lease(pb::ReleaseLeaseRequest {
-                    lease_id: id.clone(),
-                    holder: "h".into(),
-                })
-                .await,
-            ),
-        ),
-        (
-            "ListLeases",
-            code(c.list_leases(pb::ListLeasesRequest::default()).await),
-        ),
-        (
-            "ObserveAnimators",
-            code(
-                c.observe_animators(pb::ObserveAnimatorsRequest::default())
-                    .await,
-            ),
-        ),
-        (
-            "CloseAdmission",
-            code(
-                c.close_admission(pb::CloseAdmissionRequest::default())
-                    .await,
-            ),
-        ),
-        (
-            "AwaitDrain",
-            code(c.await_drain(pb::AwaitDrainRequest::default()).await),
-        ),
-        (
-            "ReopenAdmission",
-            code(
-                c.reopen_admission(pb::ReopenAdmissionRequest { closure_token: id })
-                    .await,
-            ),
-        ),
-        ("WatchDispatchEvents", code(watch)),
-    ]
 }
