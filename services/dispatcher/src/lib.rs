@@ -30,7 +30,13 @@ pub fn spec() -> OfficeSpec {
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: None,
-        self_authenticating: &[],
+        // The lease path's handlers authorize before anything else; that one decision also
+        // authenticates the caller, so the layer does not ask Ward a second time.
+        self_authenticating: &[
+            "/lychd.dispatcher.v1.Dispatcher/Lease",
+            "/lychd.dispatcher.v1.Dispatcher/RenewLease",
+            "/lychd.dispatcher.v1.Dispatcher/ReleaseLease",
+        ],
         commands: &[],
     }
 }

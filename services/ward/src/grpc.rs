@@ -25,6 +25,7 @@ use crate::domain::grammar::{
 use crate::domain::lifetime;
 use crate::domain::paging::{self, List};
 use crate::error::DOMAIN;
+use crate::store::decisions::Asked;
 use crate::store::{self, decisions};
 use convert::finish;
 
@@ -50,6 +51,28 @@ impl WardService {
 
     fn pool(&self) -> &sqlx::PgPool {
         &self.ctx.pool
+    }
+}
+
+/// The question an asker's own token must answer before Ward resolves someone else's: the same
+/// one `ServeContext::authorize` would ask (audience this office, purpose the verb).
+fn decide_question(token: &str) -> decisions::Question<'_> {
+    decisions::Question {
+        token,
+        action: DECIDE.0,
+        object: DECIDE.1,
+        audience: crate::OFFICE.name(),
+        purpose: "decide",
+        expected_policy_generation: None,
+        asked_by: None,
+    }
+}
+
+/// An asker's refused decision, as the auth layer would refuse it.
+fn refused(d: &decisions::DecisionRecord) -> Status {
+    match crate::verifier::decision(d).into_principal(DECIDE.0, DECIDE.1) {
+        Err(status) => status,
+        Ok(_) => unreachable!("invariant: a refused asker's decision is not allowed"),
     }
 }
 
@@ -90,18 +113,37 @@ impl Ward for WardService {
         &self,
         request: Request<pb::AuthenticateRequest>,
     ) -> Result<Response<pb::AuthenticateResponse>, Status> {
-        // Anyone may resolve their own token; someone else's needs `ward:decide`.
-        let own = lychd_auth::bearer(&request)? == request.get_ref().token;
-        if !own {
-            self.authorize(&request, DECIDE).await?;
-        }
+        // Anyone may resolve their own token; someone else's needs `ward:decide`. The layer
+        // does not authenticate this method: the answer (or the asker's question, resolved in
+        // the same statement) does.
+        let bearer = lychd_auth::bearer(&request)?;
         let token = &request.get_ref().token;
-        let mut v = Violations::new();
-        if token.is_empty() {
-            v.push("token", "is required");
-        }
-        finish(v)?;
-        let result = match decisions::authenticate(self.pool(), token).await? {
+        let authentication = if bearer == token {
+            match decisions::authenticate(self.pool(), token).await? {
+                // The caller itself is not authenticated: refused as the layer would.
+                decisions::Authentication::Refused(reason) => {
+                    return Err(
+                        lychd_auth::AuthError::Unauthenticated(reason.as_str().to_owned())
+                            .into_status(),
+                    );
+                }
+                authenticated => authenticated,
+            }
+        } else {
+            if token.is_empty() {
+                // A caller without authority learns nothing about its input.
+                self.authorize(&request, DECIDE).await?;
+                let mut v = Violations::new();
+                v.push("token", "is required");
+                finish(v)?;
+            }
+            let asker = decide_question(bearer);
+            match decisions::authenticate_asked(self.pool(), &asker, token).await? {
+                Asked::Refused(d) => return Err(refused(&d)),
+                Asked::Answered(a) => a,
+            }
+        };
+        let result = match authentication {
             decisions::Authentication::Authenticated(r) => {
                 pb::authenticate_response::Result::Authenticated(pb::Authenticated {
                     principal: Some(convert::principal(&r.principal)),
@@ -127,7 +169,6 @@ impl Ward for WardService {
         &self,
         request: Request<pb::AuthorizeRequest>,
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
-        let asked_by = self.authorize(&request, DECIDE).await?;
         let r = request.get_ref();
         let mut v = Violations::new();
         if r.token.is_empty() {
@@ -140,7 +181,14 @@ impl Ward for WardService {
         if r.expected_policy_generation.is_some_and(|g| g < 0) {
             v.push("expected_policy_generation", "must not be negative");
         }
-        finish(v)?;
+        if !v.is_empty() {
+            // A caller without authority learns nothing about its input.
+            self.authorize(&request, DECIDE).await?;
+            finish(v)?;
+        }
+        // The layer does not authenticate this method: the asker's own `ward:decide` question
+        // is resolved in the same statement as the one it asks.
+        let asker = decide_question(lychd_auth::bearer(&request)?);
         let question = decisions::Question {
             token: &r.token,
             action: &r.action,
@@ -148,9 +196,12 @@ impl Ward for WardService {
             audience: &r.audience,
             purpose: &r.purpose,
             expected_policy_generation: r.expected_policy_generation,
-            asked_by,
+            asked_by: None,
         };
-        let d = decisions::authorize(self.pool(), &question).await?;
+        let d = match decisions::authorize_asked(self.pool(), &asker, &question).await? {
+            Asked::Refused(d) => return Err(refused(&d)),
+            Asked::Answered(d) => d,
+        };
         Ok(Response::new(pb::AuthorizeResponse {
             decision: if d.allowed() {
                 pb::Decision::Allow

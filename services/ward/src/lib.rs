@@ -79,7 +79,13 @@ pub fn spec() -> OfficeSpec {
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: Some(local_verifier),
-        self_authenticating: &["/lychd.ward.v1.Ward/ExchangeCredential"],
+        // ExchangeCredential's bearer is a credential; Authenticate and Authorize resolve the
+        // caller's session in the same statement as the question it asks.
+        self_authenticating: &[
+            "/lychd.ward.v1.Ward/ExchangeCredential",
+            "/lychd.ward.v1.Ward/Authenticate",
+            "/lychd.ward.v1.Ward/Authorize",
+        ],
         commands: COMMANDS,
     }
 }

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use crate::error::WardError;
 use crate::store::PrincipalRecord;
-use crate::store::decisions::{self, Authentication, Question};
+use crate::store::decisions::{self, Authentication, DecisionRecord, Question};
 
 /// Decides from Ward's own database.
 #[derive(Clone)]
@@ -70,12 +70,16 @@ impl Verifier for LocalVerifier {
         let d = decisions::authorize(&self.pool, &question)
             .await
             .map_err(unavailable)?;
-        Ok(Decision {
-            allowed: d.allowed(),
-            reason: d.reason.as_str().to_owned(),
-            principal: d.principal.as_ref().map(principal),
-            policy_generation: d.policy_generation,
-            revocation_generation: d.revocation_generation,
-        })
+        Ok(decision(&d))
+    }
+}
+
+pub(crate) fn decision(d: &DecisionRecord) -> Decision {
+    Decision {
+        allowed: d.allowed(),
+        reason: d.reason.as_str().to_owned(),
+        principal: d.principal.as_ref().map(principal),
+        policy_generation: d.policy_generation,
+        revocation_generation: d.revocation_generation,
     }
 }

@@ -19,7 +19,8 @@ pub const OPEN_PREFIXES: &[&str] = &[
 #[derive(Clone)]
 pub struct AuthLayer {
     verifier: Arc<dyn Verifier>,
-    /// Methods that require a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    /// Methods that require a bearer but authenticate it themselves (Ward's ExchangeCredential;
+    /// handlers that authorize before anything else).
     self_authenticating: &'static [&'static str],
 }
 

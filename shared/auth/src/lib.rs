@@ -201,23 +201,30 @@ impl Authorizer {
             purpose,
             expected_policy_generation,
         };
-        let decision = self
-            .verifier
+        self.verifier
             .authorize(&query)
             .await
-            .map_err(AuthError::into_status)?;
-        match (decision.allowed, decision.principal) {
+            .map_err(AuthError::into_status)?
+            .into_principal(action, object)
+    }
+}
+
+impl Decision {
+    /// The allowed principal, or the refusal a handler returns: `UNAUTHENTICATED` when the
+    /// token authenticates nobody, `PERMISSION_DENIED` otherwise (with Ward's reason).
+    pub fn into_principal(self, action: &str, object: &str) -> Result<Principal, Status> {
+        match (self.allowed, self.principal) {
             (true, Some(principal)) => Ok(principal),
-            _ if AUTHENTICATION_REASONS.contains(&decision.reason.as_str()) => Err(refusal(
+            _ if AUTHENTICATION_REASONS.contains(&self.reason.as_str()) => Err(refusal(
                 Code::Unauthenticated,
-                &decision.reason,
+                &self.reason,
                 "session not valid",
             )),
             _ => {
-                tracing::info!(action, object, reason = %decision.reason, "permission denied");
+                tracing::info!(action, object, reason = %self.reason, "permission denied");
                 Err(refusal(
                     Code::PermissionDenied,
-                    &decision.reason,
+                    &self.reason,
                     &format!("not permitted: {action} on {object}"),
                 ))
             }

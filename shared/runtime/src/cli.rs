@@ -33,7 +33,9 @@ pub struct OfficeSpec {
     /// Ward answers authorization questions from its own tables; every other office leaves
     /// this `None` and asks Ward over gRPC (`peers.ward`).
     pub local_verifier: Option<fn(PgPool) -> Arc<dyn Verifier>>,
-    /// Methods that take a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
+    /// and handlers whose first act is an authorization (which refuses an unknown session as
+    /// `UNAUTHENTICATED`), so the layer does not ask Ward twice.
     pub self_authenticating: &'static [&'static str],
     /// Office-specific subcommands (e.g. `lychd-ward bootstrap`), run with the runtime pool
     /// after the same readiness checks as `serve`.

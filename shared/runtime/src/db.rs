@@ -30,10 +30,16 @@ pub fn connect_options(
     Ok(opts)
 }
 
+/// The office's pool. Connections are not pinged before each use (that would double the round
+/// trips of every one-statement decision): a connection that broke while idle fails the one
+/// statement sent on it with an error — never a success — and is discarded; the caller sees
+/// `UNAVAILABLE`, and idle connections are recycled after a minute.
 pub async fn pool(opts: PgConnectOptions, max_connections: u32) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
+        .test_before_acquire(false)
+        .idle_timeout(Duration::from_secs(60))
         .connect_with(opts)
         .await
 }

@@ -34,7 +34,9 @@ pub struct ServeContext {
     pub authorizer: Authorizer,
     pub outgoing: Outgoing,
     pub health: HealthState,
-    /// Methods that take a bearer but authenticate it themselves (Ward's ExchangeCredential).
+    /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
+    /// and handlers whose first act is an authorization (which refuses an unknown session as
+    /// `UNAUTHENTICATED`), so the layer does not ask Ward twice.
     pub self_authenticating: &'static [&'static str],
 }
 

@@ -136,6 +136,15 @@ async fn every_rpc_is_refused_without_a_credential_or_the_authority() {
     }
     assert_eq!(checked, 11, "every RPC of the service");
 
+    // A bearer Ward does not know (well-formed or not): refused as unauthenticated, whether
+    // the layer or the handler's own authorization asks Ward.
+    for bearer in [format!("lws_{}", "0".repeat(64)), "forged".to_owned()] {
+        let mut stranger = DispatcherClient::new(s.spawned.channel_with(&bearer));
+        for (rpc, code) in every_rpc(&mut stranger).await {
+            assert_eq!(code, Code::Unauthenticated, "{rpc} with an unknown session");
+        }
+    }
+
     // A principal Ward knows but that holds no dispatcher authority.
     let (_, nobody) = s
         .spawned

@@ -5,7 +5,9 @@
 //! revocation whose commit returned before it started is seen), then the audit insert with
 //! asynchronous commit ([`audit::record_decision`]). The answer is given only after both.
 //! Successful authentications are not audited (the authorization that follows records the
-//! principal and generations); refused ones are.
+//! principal and generations); refused ones are. A question asked by another principal
+//! (the `Authorize` and `Authenticate` RPCs, which need `ward:decide`) is resolved in the same
+//! statement as the asker's own question: still two round trips.
 
 use serde_json::json;
 use sqlx::postgres::PgPool;
@@ -70,6 +72,7 @@ pub enum Authentication {
 
 #[derive(sqlx::FromRow)]
 struct Row {
+    n: i64,
     session_id: Uuid,
     session_expires_at: OffsetDateTime,
     session_revoked: bool,
@@ -111,39 +114,151 @@ impl Row {
     }
 }
 
-/// Resolve `token` (and the question, when `action` is given) on `conn`.
-async fn resolve(
-    conn: &mut sqlx::PgConnection,
-    token: &str,
-    question: Option<(&str, &str, &str, &str)>,
-) -> Result<Option<Row>> {
+/// One question in a resolving statement: the token, and what it is asked about (`None`:
+/// authentication only).
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    token: &'a str,
+    about: Option<&'a Question<'a>>,
+}
+
+/// Resolve every ask in ONE statement on `conn` (one snapshot); the answers in order, `None`
+/// where no session has the token.
+async fn resolve(conn: &mut sqlx::PgConnection, asks: &[Ask<'_>]) -> Result<Vec<Option<Row>>> {
+    let mut answers: Vec<Option<Row>> = asks.iter().map(|_| None).collect();
     // A malformed token is unknown without asking the database.
-    if !secret::well_formed(secret::SESSION_PREFIX, token) {
-        return Ok(None);
+    let sent: Vec<(usize, &Ask<'_>)> = asks
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| secret::well_formed(secret::SESSION_PREFIX, a.token))
+        .collect();
+    if sent.is_empty() {
+        return Ok(answers);
     }
-    let (action, object, audience, purpose) = match question {
-        Some((a, o, au, p)) => (Some(a), Some(o), Some(au), Some(p)),
-        None => (None, None, None, None),
-    };
+    let digests: Vec<Vec<u8>> = sent
+        .iter()
+        .map(|(_, a)| secret::digest(a.token).to_vec())
+        .collect();
     // Objects outside the grammar match no assignment (assignments are checked on the way in).
-    let wildcard = object
-        .and_then(|o| Object::parse(o).ok())
-        .map(|o| o.type_wildcard());
-    Ok(sqlx::query_as::<_, Row>(RESOLVE_SQL)
-        .bind(&secret::digest(token)[..])
-        .bind(action)
-        .bind(object)
-        .bind(wildcard)
-        .bind(audience)
-        .bind(purpose)
-        .fetch_optional(&mut *conn)
-        .await?)
+    let wildcards: Vec<Option<String>> = sent
+        .iter()
+        .map(|(_, a)| {
+            a.about
+                .and_then(|q| Object::parse(q.object).ok())
+                .map(|o| o.type_wildcard())
+        })
+        .collect();
+    let rows: Vec<Row> = sqlx::query_as(RESOLVE_SQL)
+        .bind(digests)
+        .bind(column(&sent, |q| q.action))
+        .bind(column(&sent, |q| q.object))
+        .bind(wildcards)
+        .bind(column(&sent, |q| q.audience))
+        .bind(column(&sent, |q| q.purpose))
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in rows {
+        // `n` is the 1-based ordinal among the asks sent.
+        let at = usize::try_from(row.n - 1).ok().and_then(|i| sent.get(i));
+        if let Some((i, _)) = at {
+            answers[*i] = Some(row);
+        }
+    }
+    Ok(answers)
+}
+
+/// One field of every sent question (`NULL` for authentication-only asks).
+fn column<'a>(sent: &[(usize, &Ask<'a>)], f: fn(&Question<'a>) -> &'a str) -> Vec<Option<&'a str>> {
+    sent.iter().map(|(_, a)| a.about.map(f)).collect()
 }
 
 /// Who holds `token`, now?
 pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> {
     let mut conn = pool.acquire().await?;
-    let row = resolve(&mut conn, token, None).await?;
+    let [row] = resolved::<1>(resolve(&mut conn, &[Ask { token, about: None }]).await?);
+    authenticated(&mut conn, row).await
+}
+
+/// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
+/// now? Every decision, allow or deny, is audited before it is returned.
+pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord> {
+    let mut conn = pool.acquire().await?;
+    let [row] = resolved::<1>(resolve(&mut conn, &[ask(q)]).await?);
+    decided(&mut conn, q, row).await
+}
+
+/// The answer to a question another principal (the asker) put to Ward.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked<T> {
+    /// The asker may not ask: its own decision (audited), and nothing about the question.
+    Refused(DecisionRecord),
+    Answered(T),
+}
+
+/// [`authorize`] on behalf of an asker whose own question (`asker`, e.g. `ward:decide`) must
+/// be allowed first. Both are resolved in ONE statement (one snapshot, one round trip); the
+/// asker's allowance is not audited separately — the decision's audit record names it as the
+/// actor — but its refusal is.
+pub async fn authorize_asked(
+    pool: &PgPool,
+    asker: &Question<'_>,
+    q: &Question<'_>,
+) -> Result<Asked<DecisionRecord>> {
+    let mut conn = pool.acquire().await?;
+    let [asker_row, row] = resolved::<2>(resolve(&mut conn, &[ask(asker), ask(q)]).await?);
+    match allowed_asker(&mut conn, asker, asker_row).await? {
+        Err(refused) => Ok(Asked::Refused(refused)),
+        Ok(asked_by) => {
+            let q = Question {
+                asked_by: Some(asked_by),
+                ..*q
+            };
+            Ok(Asked::Answered(decided(&mut conn, &q, row).await?))
+        }
+    }
+}
+
+/// [`authenticate`] on behalf of an asker, as [`authorize_asked`].
+pub async fn authenticate_asked(
+    pool: &PgPool,
+    asker: &Question<'_>,
+    token: &str,
+) -> Result<Asked<Authentication>> {
+    let mut conn = pool.acquire().await?;
+    let asks = [ask(asker), Ask { token, about: None }];
+    let [asker_row, row] = resolved::<2>(resolve(&mut conn, &asks).await?);
+    match allowed_asker(&mut conn, asker, asker_row).await? {
+        Err(refused) => Ok(Asked::Refused(refused)),
+        Ok(_) => Ok(Asked::Answered(authenticated(&mut conn, row).await?)),
+    }
+}
+
+fn ask<'a>(q: &'a Question<'a>) -> Ask<'a> {
+    Ask {
+        token: q.token,
+        about: Some(q),
+    }
+}
+
+fn resolved<const N: usize>(rows: Vec<Option<Row>>) -> [Option<Row>; N] {
+    rows.try_into()
+        .unwrap_or_else(|_| unreachable!("invariant: resolve answers every ask"))
+}
+
+/// The asker's principal id when its question is allowed; its audited refusal otherwise.
+async fn allowed_asker(
+    conn: &mut sqlx::PgConnection,
+    asker: &Question<'_>,
+    row: Option<Row>,
+) -> Result<std::result::Result<Uuid, DecisionRecord>> {
+    match row {
+        Some(r) if decision_of(asker, Some(&r))?.allowed() => Ok(Ok(r.principal_id)),
+        row => Ok(Err(decided(conn, asker, row).await?)),
+    }
+}
+
+/// The authentication answer for `row`; a refusal is audited.
+async fn authenticated(conn: &mut sqlx::PgConnection, row: Option<Row>) -> Result<Authentication> {
     let reason = decision::authenticate(row.as_ref().map(Row::facts).as_ref());
     match row {
         Some(row) if reason.allowed() => Ok(Authentication::Authenticated(Resolved {
@@ -153,7 +268,7 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> 
         })),
         row => {
             audit::record_decision(
-                &mut conn,
+                conn,
                 "authenticate.refused",
                 None,
                 row.as_ref().map(|r| r.principal_id),
@@ -168,22 +283,14 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> 
     }
 }
 
-/// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
-/// now? Every decision, allow or deny, is audited before it is returned.
-pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord> {
-    let mut conn = pool.acquire().await?;
-    let row = resolve(
-        &mut conn,
-        q.token,
-        Some((q.action, q.object, q.audience, q.purpose)),
-    )
-    .await?;
+/// The decision of `q` from its facts.
+fn decision_of(q: &Question<'_>, row: Option<&Row>) -> Result<DecisionRecord> {
     let reason = decision::authorize(
-        row.as_ref().map(Row::facts).as_ref(),
-        row.as_ref().is_some_and(|r| r.assigned),
+        row.map(Row::facts).as_ref(),
+        row.is_some_and(|r| r.assigned),
         q.expected_policy_generation,
     );
-    let (principal, policy_generation, revocation_generation) = match &row {
+    let (principal, policy_generation, revocation_generation) = match row {
         Some(row) if !reason.is_authentication_failure() => (
             Some(row.principal()?),
             row.policy_generation,
@@ -191,9 +298,24 @@ pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord
         ),
         _ => (None, 0, 0),
     };
+    Ok(DecisionRecord {
+        reason,
+        principal,
+        policy_generation,
+        revocation_generation,
+    })
+}
+
+/// The decision of `q`, audited before it is returned.
+async fn decided(
+    conn: &mut sqlx::PgConnection,
+    q: &Question<'_>,
+    row: Option<Row>,
+) -> Result<DecisionRecord> {
+    let d = decision_of(q, row.as_ref())?;
     audit::record_decision(
-        &mut conn,
-        if reason.allowed() {
+        conn,
+        if d.allowed() {
             "authorize.allow"
         } else {
             "authorize.deny"
@@ -201,7 +323,7 @@ pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord
         q.asked_by,
         row.as_ref().map(|r| r.principal_id),
         json!({
-            "reason": reason.as_str(),
+            "reason": d.reason.as_str(),
             "action": q.action,
             "object": q.object,
             "audience": q.audience,
@@ -213,10 +335,5 @@ pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord
         }),
     )
     .await?;
-    Ok(DecisionRecord {
-        reason,
-        principal,
-        policy_generation,
-        revocation_generation,
-    })
+    Ok(d)
 }

@@ -509,3 +509,111 @@ async fn exchange_administration_and_decisions_over_grpc() {
     }
     s.stop().await;
 }
+
+/// Audit rows per event.
+async fn audit_events(s: &Spawned) -> std::collections::BTreeMap<String, i64> {
+    let mut su = s.db.superuser().await;
+    sqlx::query_as::<_, (String, i64)>("SELECT event, count(*) FROM ward.audit GROUP BY event")
+        .fetch_all(&mut su)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// `Authorize` and `Authenticate` (about another token) are not authenticated by the layer: the
+/// asker's own `ward:decide` question is resolved in the statement that answers it. An asker
+/// that authenticates nobody is `UNAUTHENTICATED`, one without `ward:decide` is
+/// `PERMISSION_DENIED`; either refusal is audited and answers nothing. An allowed asker's
+/// decision is ONE audit record naming it as the actor.
+#[tokio::test]
+async fn askers_are_decided_in_the_statement_that_answers_them() {
+    let (s, mut c) = admin_client().await;
+    let question = pb::AuthorizeRequest {
+        token: s.token.clone(),
+        action: "dispatcher:lease".into(),
+        object: "capability:a".into(),
+        audience: "dispatcher".into(),
+        purpose: "lease".into(),
+        expected_policy_generation: None,
+    };
+    let before = audit_events(&s).await;
+    let unknown = format!("lws_{}", "0".repeat(64));
+    for bearer in [unknown.as_str(), "not-a-session"] {
+        let mut stranger = WardClient::new(s.channel_with(bearer));
+        let refused = stranger
+            .authorize(question.clone())
+            .await
+            .expect_err("unknown asker");
+        assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+        assert_eq!(
+            refused.get_error_details().error_info().unwrap().reason,
+            "SESSION_UNKNOWN"
+        );
+        let refused = stranger
+            .authenticate(pb::AuthenticateRequest {
+                token: s.token.clone(),
+            })
+            .await
+            .expect_err("unknown asker");
+        assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+        // Its own (unknown) token: the same refusal, not an answer.
+        let refused = stranger
+            .authenticate(pb::AuthenticateRequest {
+                token: bearer.to_owned(),
+            })
+            .await
+            .expect_err("unknown caller");
+        assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    }
+    let after = audit_events(&s).await;
+    assert_eq!(
+        after.get("authorize.deny").copied().unwrap_or(0)
+            - before.get("authorize.deny").copied().unwrap_or(0),
+        4,
+        "each refused asker of a decision is audited: {after:?}"
+    );
+    assert_eq!(
+        after.get("authorize.allow"),
+        before.get("authorize.allow"),
+        "nothing was answered"
+    );
+
+    // A principal without `ward:decide` may resolve its own token but ask about no other.
+    let (_, session) = s.principal(pb::PrincipalKind::Service, "asker").await;
+    let mut asker = WardClient::new(s.channel_with(&session));
+    let refused = asker
+        .authorize(question.clone())
+        .await
+        .expect_err("no ward:decide");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert_eq!(
+        refused.get_error_details().error_info().unwrap().reason,
+        "NO_ASSIGNMENT"
+    );
+
+    // The tester holds `ward:decide`: one audit record for the decision, naming it twice.
+    let before = audit_events(&s).await;
+    let d = c.authorize(question).await.unwrap().into_inner();
+    assert_eq!(
+        (d.decision, d.reason.as_str()),
+        (pb::Decision::Deny as i32, "NO_ASSIGNMENT")
+    );
+    let after = audit_events(&s).await;
+    let added: i64 = after.values().sum::<i64>() - before.values().sum::<i64>();
+    assert_eq!(added, 1, "{before:?} → {after:?}");
+    let mut su = s.db.superuser().await;
+    let (actor, subject, action): (Option<uuid::Uuid>, Option<uuid::Uuid>, String) =
+        sqlx::query_as(
+            "SELECT actor_id, subject_id, detail->>'action' FROM ward.audit ORDER BY seq DESC LIMIT 1",
+        )
+        .fetch_one(&mut su)
+        .await
+        .unwrap();
+    let tester = uuid::Uuid::parse_str(&s.tester_id).unwrap();
+    assert_eq!(
+        (actor, subject, action.as_str()),
+        (Some(tester), Some(tester), "dispatcher:lease")
+    );
+    s.stop().await;
+}
