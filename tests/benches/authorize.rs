@@ -3,96 +3,14 @@
 //!
 //! Run: `cargo bench -p lychd-e2e --bench authorize` (needs PostgreSQL like the tests).
 
-use std::time::{Duration, Instant};
-
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{AuthorizeRequest, Decision, PrincipalKind};
+use lychd_testkit::bench::{closed, ms, paced};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
 const SECONDS_PER_CASE: u64 = 5;
-
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
-}
-
-async fn measure<F, Fut>(concurrency: usize, call: F) -> Stats
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    // Warm-up.
-    for _ in 0..200 {
-        call().await;
-    }
-    let deadline = Instant::now() + Duration::from_secs(SECONDS_PER_CASE);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let call = call.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut samples = Vec::new();
-            while Instant::now() < deadline {
-                let t = Instant::now();
-                call().await;
-                samples.push(t.elapsed());
-            }
-            samples
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("task"));
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    Stats {
-        p50: at(0.50),
-        p99: at(0.99),
-        per_second: all.len() as f64 / elapsed.as_secs_f64(),
-    }
-}
-
-/// Open loop: start `rate` calls per second for the case's duration, whatever answers take.
-async fn paced<F, Fut>(rate: u32, call: F) -> Stats
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let total = rate as u64 * SECONDS_PER_CASE;
-    let mut tick = tokio::time::interval(Duration::from_secs(1) / rate);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let started = Instant::now();
-    let mut tasks = Vec::with_capacity(total as usize);
-    for _ in 0..total {
-        tick.tick().await;
-        let call = call.clone();
-        tasks.push(tokio::spawn(async move {
-            let t = Instant::now();
-            call().await;
-            t.elapsed()
-        }));
-    }
-    let mut all = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        all.push(t.await.expect("task"));
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
-    Stats {
-        p50: at(0.50),
-        p99: at(0.99),
-        per_second: all.len() as f64 / elapsed.as_secs_f64(),
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
+const WARMUP: usize = 200;
 
 #[tokio::main]
 async fn main() {
@@ -171,8 +89,8 @@ async fn main() {
 
     println!("case                      conc   p50 ms   p99 ms      per s");
     for concurrency in [1usize, 32] {
-        let h = measure(concurrency, health.clone()).await;
-        let a = measure(concurrency, authorize.clone()).await;
+        let h = closed(concurrency, WARMUP, SECONDS_PER_CASE, health.clone()).await;
+        let a = closed(concurrency, WARMUP, SECONDS_PER_CASE, authorize.clone()).await;
         println!(
             "health check              {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}",
             ms(h.p50),
@@ -192,8 +110,8 @@ async fn main() {
             a.per_second / h.per_second
         );
     }
-    let h = paced(500, health.clone()).await;
-    let a = paced(500, authorize.clone()).await;
+    let h = paced(500, SECONDS_PER_CASE, health.clone()).await;
+    let a = paced(500, SECONDS_PER_CASE, authorize.clone()).await;
     println!(
         "health check   @500/s          {:>8.3} {:>8.3} {:>10.0}",
         ms(h.p50),

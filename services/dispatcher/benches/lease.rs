@@ -1,18 +1,17 @@
 //! Lease + release round trips on a WARM capability over loopback gRPC with the durable
 //! ledger (real PostgreSQL from the test kit, Ward deciding each call, a fresh HTTP probe of
-//! the simulated llama.cpp runtime before every issue), at concurrency 1 and 32, against a
-//! gRPC health check measured in the same run; and p99 with 10 and 1,000 registered
-//! capabilities.
+//! the simulated llama.cpp runtime before every issue): closed loop at concurrency 1 and 32,
+//! and open loop at 500 round trips per second (the target: p99 ≤ 5 ms), each against a gRPC
+//! health check measured in the same run; with 10 and 1,000 registered capabilities.
 //!
 //! Run: `cargo bench -p lychd-dispatcher --bench lease` (needs PostgreSQL binaries, like the
 //! tests). Timings never gate anything.
-
-use std::time::{Duration, Instant};
 
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
+use lychd_testkit::bench::{Stats, closed, ms, paced};
 use lychd_testkit::simllama::{SimLlama, SimModel};
 use lychd_testkit::spawn_office_with;
 use tonic_health::pb::HealthCheckRequest;
@@ -21,32 +20,10 @@ use tonic_health::pb::health_client::HealthClient;
 /// Models per animator; each animator has its own simulated runtime serving all of them.
 const MODELS_PER_ANIMATOR: usize = 10;
 const WARMUP: usize = 200;
-const SERIAL: usize = 1000;
-const PER_TASK: usize = 100;
-const TASKS: usize = 32;
+const SECONDS: u64 = 5;
+const RATE: u32 = 500;
 
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
-}
-
-fn stats(mut v: Vec<Duration>, wall: Duration) -> Stats {
-    v.sort();
-    let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
-    Stats {
-        p50: at(0.50),
-        p99: at(0.99),
-        per_second: v.len() as f64 / wall.as_secs_f64(),
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-async fn round_trip(c: &mut DispatcherClient<PeerChannel>, model: &str) -> Duration {
-    let t = Instant::now();
+async fn round_trip(mut c: DispatcherClient<PeerChannel>, model: &'static str) {
     let answer = c
         .lease(pb::LeaseRequest {
             demand: Some(pb::Demand {
@@ -70,52 +47,28 @@ async fn round_trip(c: &mut DispatcherClient<PeerChannel>, model: &str) -> Durat
     })
     .await
     .expect("release");
-    t.elapsed()
 }
 
-async fn health(c: &mut HealthClient<tonic::transport::Channel>) -> Duration {
-    let t = Instant::now();
+async fn health(mut c: HealthClient<tonic::transport::Channel>) {
     c.check(HealthCheckRequest {
         service: String::new(),
     })
     .await
     .expect("health");
-    t.elapsed()
 }
 
-/// Run `f` serially `n` times, then in `TASKS` tasks of `PER_TASK`; return both.
-macro_rules! measure {
-    ($client:expr, $call:ident $(, $arg:expr)?) => {{
-        let mut c = $client.clone();
-        for _ in 0..WARMUP {
-            $call(&mut c $(, $arg)?).await;
-        }
-        let t = Instant::now();
-        let mut serial = Vec::with_capacity(SERIAL);
-        for _ in 0..SERIAL {
-            serial.push($call(&mut c $(, $arg)?).await);
-        }
-        let serial = stats(serial, t.elapsed());
-        let t = Instant::now();
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|_| {
-                let mut c = $client.clone();
-                tokio::spawn(async move {
-                    let mut v = Vec::with_capacity(PER_TASK);
-                    for _ in 0..PER_TASK {
-                        v.push($call(&mut c $(, $arg)?).await);
-                    }
-                    v
-                })
-            })
-            .collect();
-        let mut all = Vec::with_capacity(TASKS * PER_TASK);
-        for task in tasks {
-            all.extend(task.await.expect("task"));
-        }
-        let concurrent = stats(all, t.elapsed());
-        (serial, concurrent)
-    }};
+fn line(what: &str, closed1: Stats, closed32: Stats, open: Stats) -> String {
+    format!(
+        "{what:<9} c=1 p50 {:>6.3} p99 {:>6.3} ms {:>6.0}/s | c=32 p50 {:>7.3} p99 {:>7.3} ms {:>6.0}/s | @{RATE}/s p50 {:>6.3} p99 {:>6.3} ms",
+        ms(closed1.p50),
+        ms(closed1.p99),
+        closed1.per_second,
+        ms(closed32.p50),
+        ms(closed32.p99),
+        closed32.per_second,
+        ms(open.p50),
+        ms(open.p99),
+    )
 }
 
 async fn scenario(capabilities: usize) {
@@ -149,68 +102,76 @@ async fn scenario(capabilities: usize) {
         .expect("connect");
     let health_client = HealthClient::new(channel);
 
-    // Where the time goes (c=1): an authorized RPC with one query, a probe of one animator,
-    // and a lease alone.
+    // Where the time goes (c=1): an authorized RPC with one query, a probe of one animator.
     if capabilities == 10 {
-        let mut c = client.clone();
-        let part = |name: &str, v: Vec<Duration>| {
-            let s = stats(v, Duration::from_secs(1));
+        spawned.allow("dispatcher:read", "lease:*").await;
+        spawned.allow("dispatcher:observe", "animator:*").await;
+        let list = {
+            let c = client.clone();
+            move || {
+                let mut c = c.clone();
+                async move {
+                    c.list_leases(pb::ListLeasesRequest::default())
+                        .await
+                        .expect("list");
+                }
+            }
+        };
+        let observe = {
+            let c = client.clone();
+            move || {
+                let mut c = c.clone();
+                async move {
+                    c.observe_animators(pb::ObserveAnimatorsRequest {
+                        animators: vec!["gpu000".into()],
+                    })
+                    .await
+                    .expect("observe");
+                }
+            }
+        };
+        for (name, s) in [
+            ("ListLeases (authz + 1 query)", closed(1, 50, 2, list).await),
+            ("ObserveAnimators (probe)", closed(1, 50, 2, observe).await),
+        ] {
             println!(
                 "breakdown c=1 {name:<28} p50 {:>6.3} ms p99 {:>6.3} ms",
                 ms(s.p50),
                 ms(s.p99)
             );
-        };
-        spawned.allow("dispatcher:read", "lease:*").await;
-        let mut v = Vec::new();
-        for _ in 0..300 {
-            let t = Instant::now();
-            c.list_leases(pb::ListLeasesRequest::default())
-                .await
-                .expect("list");
-            v.push(t.elapsed());
         }
-        part("ListLeases (authz + 1 query)", v);
-        spawned.allow("dispatcher:observe", "animator:*").await;
-        let mut v = Vec::new();
-        for _ in 0..300 {
-            let t = Instant::now();
-            c.observe_animators(pb::ObserveAnimatorsRequest {
-                animators: vec!["gpu000".into()],
-            })
-            .await
-            .expect("observe");
-            v.push(t.elapsed());
-        }
-        part("ObserveAnimators (probe)", v);
     }
 
     // The demand names a pool: model `m3` on every animator (1 or 100 candidates).
-    let (h1, h32) = measure!(health_client, health);
-    let (l1, l32) = measure!(client, round_trip, "m3");
+    let health = move || health(health_client.clone());
+    let lease = move || round_trip(client.clone(), "m3");
+    let h = [
+        closed(1, WARMUP, SECONDS, health.clone()).await,
+        closed(32, WARMUP, SECONDS, health.clone()).await,
+        paced(RATE, SECONDS, health).await,
+    ];
+    let l = [
+        closed(1, WARMUP, SECONDS, lease.clone()).await,
+        closed(32, WARMUP, SECONDS, lease.clone()).await,
+        paced(RATE, SECONDS, lease).await,
+    ];
+    println!("capabilities={capabilities:>4} candidates={animators:>3}");
+    println!("  {}", line("health", h[0], h[1], h[2]));
+    println!("  {}", line("lease+rel", l[0], l[1], l[2]));
+    let r = |i: usize| {
+        (
+            l[i].p50.as_secs_f64() / h[i].p50.as_secs_f64(),
+            l[i].p99.as_secs_f64() / h[i].p99.as_secs_f64(),
+        )
+    };
     println!(
-        "capabilities={capabilities:>4} candidates={animators:>3} | health   c=1  p50 {:>6.3} ms p99 {:>6.3} ms {:>7.0}/s | c=32 p50 {:>6.3} ms p99 {:>6.3} ms {:>7.0}/s",
-        ms(h1.p50),
-        ms(h1.p99),
-        h1.per_second,
-        ms(h32.p50),
-        ms(h32.p99),
-        h32.per_second
-    );
-    println!(
-        "capabilities={capabilities:>4} candidates={animators:>3} | lease+rel c=1  p50 {:>6.3} ms p99 {:>6.3} ms {:>7.0}/s | c=32 p50 {:>6.3} ms p99 {:>6.3} ms {:>7.0}/s",
-        ms(l1.p50),
-        ms(l1.p99),
-        l1.per_second,
-        ms(l32.p50),
-        ms(l32.p99),
-        l32.per_second
-    );
-    println!(
-        "capabilities={capabilities:>4} ratio lease+release / health: p50 c=1 {:.1}x, p99 c=1 {:.1}x, p99 c=32 {:.1}x",
-        l1.p50.as_secs_f64() / h1.p50.as_secs_f64(),
-        l1.p99.as_secs_f64() / h1.p99.as_secs_f64(),
-        l32.p99.as_secs_f64() / h32.p99.as_secs_f64(),
+        "  ratio lease+release / health (p50, p99): c=1 {:.1}x {:.1}x, c=32 {:.1}x {:.1}x, @{RATE}/s {:.1}x {:.1}x",
+        r(0).0,
+        r(0).1,
+        r(1).0,
+        r(1).1,
+        r(2).0,
+        r(2).1
     );
     spawned.stop().await;
     drop(sims);
@@ -223,7 +184,7 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         println!(
-            "lease bench: {WARMUP} warm-up, {SERIAL} serial, {TASKS}x{PER_TASK} concurrent round trips; \
+            "lease bench: {WARMUP} warm-up, then {SECONDS} s per case (closed loop c=1, c=32; open loop {RATE}/s); \
              each lease = Ward decision + candidate snapshot + fresh HTTP probe + observation write + guarded insert; \
              each release = Ward decision + guarded update"
         );

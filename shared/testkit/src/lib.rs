@@ -7,6 +7,7 @@
 //! under `target/lychd-test-pg/`, shared through a lock file and reused by later runs.
 //! A missing PostgreSQL fails the test with the install command; nothing is skipped.
 
+pub mod bench;
 mod pg;
 mod process;
 pub mod simllama;

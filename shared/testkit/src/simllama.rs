@@ -98,6 +98,7 @@ pub struct SimLlama {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
     requests: Arc<AtomicU64>,
+    connections: Arc<AtomicU64>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -126,11 +127,18 @@ impl SimLlama {
             redirect: false,
         }));
         let requests = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(accept(listener, state.clone(), requests.clone()));
+        let connections = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(accept(
+            listener,
+            state.clone(),
+            requests.clone(),
+            connections.clone(),
+        ));
         SimLlama {
             addr,
             state,
             requests,
+            connections,
             task: Some(task),
         }
     }
@@ -185,6 +193,11 @@ impl SimLlama {
         self.requests.load(Ordering::SeqCst)
     }
 
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::SeqCst)
+    }
+
     /// Stop listening; once this returns, connections are refused.
     pub async fn stop(&mut self) {
         if let Some(t) = self.task.take() {
@@ -202,12 +215,18 @@ impl Drop for SimLlama {
     }
 }
 
-async fn accept(listener: TcpListener, state: Arc<Mutex<State>>, requests: Arc<AtomicU64>) {
+async fn accept(
+    listener: TcpListener,
+    state: Arc<Mutex<State>>,
+    requests: Arc<AtomicU64>,
+    connections: Arc<AtomicU64>,
+) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        connections.fetch_add(1, Ordering::SeqCst);
         // Answer without waiting for the peer's ACK of a previous segment (Nagle).
         let _ = stream.set_nodelay(true);
         let state = state.clone();

@@ -1,12 +1,13 @@
-//! The readiness HTTP client. One fresh connection and one request per call: no proxy (the
-//! client never reads proxy settings — it connects to the declared host itself), no redirects
-//! (a 3xx is answered as a status and refused by the adapters), no retries, a whole-call
-//! timeout and a bound on the response body.
+//! The readiness HTTP client. One fresh connection per probe, its GETs in sequence on it: no
+//! proxy (the client never reads proxy settings — it connects to the declared host itself), no
+//! redirects (a 3xx is answered as a status and refused by the adapters), no retries, a timeout
+//! per GET and a bound on the response body.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
@@ -50,7 +51,7 @@ pub struct HttpGet {
     pub max_bytes: usize,
 }
 
-/// Aborts the connection driver when the call ends, however it ends (timeout included).
+/// Aborts the connection driver when the connection is dropped, however the call ends.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -59,34 +60,77 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// One fresh HTTP/1.1 connection to one endpoint, for the GETs of one probe: opened by the
+/// first GET, reused by the next while the runtime keeps it open, closed when dropped. A GET
+/// on a connection the runtime closed opens a new one (a new request, never a repeat of one
+/// that was sent).
+pub struct Connection<'a> {
+    client: &'a HttpGet,
+    ep: &'a Endpoint,
+    open: Option<(SendRequest<Empty<Bytes>>, AbortOnDrop)>,
+}
+
 impl HttpGet {
-    /// `GET {endpoint}{path}` within the timeout.
-    pub async fn get(&self, ep: &Endpoint, path: &str) -> Result<Fetched, FetchError> {
-        match tokio::time::timeout(self.timeout, self.get_inner(ep, path)).await {
-            Ok(r) => r,
-            Err(_) => Err(FetchError::Timeout),
+    /// A connection to `ep` (nothing is opened until the first GET).
+    pub fn connection<'a>(&'a self, ep: &'a Endpoint) -> Connection<'a> {
+        Connection {
+            client: self,
+            ep,
+            open: None,
         }
     }
 
-    async fn get_inner(&self, ep: &Endpoint, path: &str) -> Result<Fetched, FetchError> {
+    /// `GET {endpoint}{path}` on its own fresh connection, within the timeout.
+    pub async fn get(&self, ep: &Endpoint, path: &str) -> Result<Fetched, FetchError> {
+        self.connection(ep).get(path).await
+    }
+}
+
+impl Connection<'_> {
+    /// `GET {endpoint}{path}` within the client's timeout.
+    pub async fn get(&mut self, path: &str) -> Result<Fetched, FetchError> {
+        let timeout = self.client.timeout;
+        match tokio::time::timeout(timeout, self.get_inner(path)).await {
+            Ok(r) => r,
+            Err(_) => {
+                // A half-done exchange leaves the connection unusable.
+                self.open = None;
+                Err(FetchError::Timeout)
+            }
+        }
+    }
+
+    async fn get_inner(&mut self, path: &str) -> Result<Fetched, FetchError> {
+        let ep = self.ep;
         if ep.https {
             // Configuration refuses probing https endpoints; never fall back to plain text.
             return Err(FetchError::Connect);
         }
-        let stream = match TcpStream::connect((ep.host.as_str(), ep.port)).await {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                return Ok(Fetched::Refused);
+        if let Some((sender, _)) = &mut self.open
+            && sender.ready().await.is_err()
+        {
+            self.open = None;
+        }
+        let sender = match &mut self.open {
+            Some((sender, _)) => sender,
+            None => {
+                let stream = match TcpStream::connect((ep.host.as_str(), ep.port)).await {
+                    Ok(s) => s,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                        return Ok(Fetched::Refused);
+                    }
+                    Err(_) => return Err(FetchError::Connect),
+                };
+                let _ = stream.set_nodelay(true);
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|_| FetchError::Protocol)?;
+                let driver = AbortOnDrop(tokio::spawn(async move {
+                    let _ = conn.await;
+                }));
+                &mut self.open.insert((sender, driver)).0
             }
-            Err(_) => return Err(FetchError::Connect),
         };
-        let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|_| FetchError::Protocol)?;
-        let _driver = AbortOnDrop(tokio::spawn(async move {
-            let _ = conn.await;
-        }));
         let host = if ep.host.contains(':') {
             format!("[{}]:{}", ep.host, ep.port)
         } else {
@@ -98,23 +142,27 @@ impl HttpGet {
             .header(http::header::USER_AGENT, "lychd-dispatcher-probe")
             .body(Empty::<Bytes>::new())
             .map_err(|_| FetchError::Protocol)?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|_| FetchError::Protocol)?;
+        let response = sender.send_request(request).await.map_err(|_| {
+            self.open = None;
+            FetchError::Protocol
+        })?;
         let status = response.status().as_u16();
         let declared = response
             .headers()
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > self.max_bytes as u64) {
+        let max_bytes = self.client.max_bytes;
+        if declared.is_some_and(|len| len > max_bytes as u64) {
+            // The body is not read: this connection is done.
+            self.open = None;
             return Err(FetchError::TooLarge);
         }
-        let body = Limited::new(response.into_body(), self.max_bytes)
+        let body = Limited::new(response.into_body(), max_bytes)
             .collect()
             .await
             .map_err(|e| {
+                self.open = None;
                 if e.downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some()
                 {

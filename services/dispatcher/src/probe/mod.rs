@@ -1,6 +1,7 @@
 //! Probe adapters: observe an animator's requested capabilities over its runtime's HTTP API.
 //!
-//! - `llama_cpp`: `GET /health` (200 healthy, 503 loading), then `GET /v1/models`. In router
+//! - `llama_cpp`: `GET /health` (200 healthy, 503 loading), then `GET /v1/models` (on the same
+//!   connection while the runtime keeps it open). In router
 //!   mode every inventory entry carries `status.value` (`loaded`, `loading`, `downloading`,
 //!   `unloaded`, `sleeping`; `failed: true` after a failed load) and each model is observed on
 //!   its own; in single-model mode the listed model is WARM.
@@ -39,12 +40,9 @@ pub async fn probe(
             .collect());
     }
     let code = |e: FetchError| e.code().to_owned();
+    let mut conn = client.connection(&animator.endpoint);
     if animator.dialect == Dialect::LlamaCpp {
-        match client
-            .get(&animator.endpoint, "/health")
-            .await
-            .map_err(code)?
-        {
+        match conn.get("/health").await.map_err(code)? {
             Fetched::Refused => return Ok(all(requested, Observed::new(Phase::Cold))),
             Fetched::Response { status, .. } => match health(status)? {
                 Health::Ok => {}
@@ -52,11 +50,7 @@ pub async fn probe(
             },
         }
     }
-    match client
-        .get(&animator.endpoint, "/v1/models")
-        .await
-        .map_err(code)?
-    {
+    match conn.get("/v1/models").await.map_err(code)? {
         Fetched::Refused => Ok(all(requested, Observed::new(Phase::Cold))),
         Fetched::Response { status, body } => {
             if (300..400).contains(&status) {

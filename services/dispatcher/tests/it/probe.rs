@@ -26,6 +26,11 @@ async fn router_mode_observes_each_model_individually() {
     let obs = observe(&mut s.orchestrator, &["router"]).await;
     assert!(obs[0].probe_ok);
     assert_eq!(obs[0].observations.len(), 7);
+    assert_eq!(
+        (sim.requests(), sim.connections()),
+        (2, 1),
+        "health and inventory over one fresh connection"
+    );
     let p = |k: &str| phase_of(&obs, &format!("router:chat:{k}"));
     assert_eq!(p("a").0, pb::Phase::Warm);
     assert_eq!(p("b").0, pb::Phase::Activatable);

@@ -1,0 +1,92 @@
+//! Latency measurement for the bench binaries: closed loop (N callers back to back) and open
+//! loop (calls started at a fixed rate whatever answers take, as load arrives in service).
+//! Timings never gate a test; the benches print them next to a baseline of the same run.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Percentiles of one case.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    pub p50: Duration,
+    pub p99: Duration,
+    /// Completed calls per second of wall time.
+    pub per_second: f64,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>, wall: Duration) -> Stats {
+        assert!(!samples.is_empty(), "a case with no sample");
+        samples.sort();
+        let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+        Stats {
+            p50: at(0.50),
+            p99: at(0.99),
+            per_second: samples.len() as f64 / wall.as_secs_f64(),
+        }
+    }
+}
+
+/// Milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// `warmup` calls, then `concurrency` callers each calling back to back for `seconds`.
+pub async fn closed<F, Fut>(concurrency: usize, warmup: usize, seconds: u64, call: F) -> Stats
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    for _ in 0..warmup {
+        call().await;
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                let mut samples = Vec::new();
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    call().await;
+                    samples.push(t.elapsed());
+                }
+                samples
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("caller"));
+    }
+    Stats::of(all, started.elapsed())
+}
+
+/// Open loop: start `rate` calls per second for `seconds`, each in its own task.
+pub async fn paced<F, Fut>(rate: u32, seconds: u64, call: F) -> Stats
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let total = u64::from(rate) * seconds;
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / rate);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        tick.tick().await;
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            call().await;
+            t.elapsed()
+        }));
+    }
+    let mut all = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        all.push(t.await.expect("call"));
+    }
+    Stats::of(all, started.elapsed())
+}
