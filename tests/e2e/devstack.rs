@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
 use lychd_testkit::bin_path;
+
+use crate::{grpcurl, text};
 use nix::sys::signal::Signal;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -82,6 +84,11 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         0o600
     );
 
+    operator_leases_the_simulated_model_with_grpcurl(
+        &endpoints["dispatcher"],
+        std::fs::read_to_string(&token).expect("token").trim(),
+    );
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id().expect("pid") as i32),
         Signal::SIGINT,
@@ -95,8 +102,8 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {}: {stderr}", out.status);
     assert!(
-        stdout.contains("grpcurl -plaintext"),
-        "prints a grpcurl example: {stdout}"
+        stdout.contains("grpcurl -plaintext") && stdout.contains("Dispatcher/Lease"),
+        "prints grpcurl examples: {stdout}"
     );
     assert!(stdout.contains("stopping postgres"), "{stdout}");
     assert!(
@@ -113,4 +120,62 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
             "{addr} still listening"
         );
     }
+}
+
+/// As an operator would: with the dev session, list the capabilities, lease the simulated
+/// runtime's model (the Dispatcher's real probe finds it WARM), see the lease, release it.
+fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &str) {
+    let bearer = format!("authorization: Bearer {token}");
+    let call = |method: &str, body: &str| -> serde_json::Value {
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            dispatcher,
+            &format!("lychd.dispatcher.v1.Dispatcher/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let caps = call("ListCapabilities", "{}");
+    let keys: Vec<&str> = caps["capabilities"]
+        .as_array()
+        .expect("capabilities")
+        .iter()
+        .filter_map(|c| c["capabilityKey"].as_str())
+        .collect();
+    assert_eq!(keys, ["sim0:chat:qwen3-0.6b"], "{caps}");
+
+    let answer = call(
+        "Lease",
+        r#"{"demand": {"family": "FAMILY_CHAT", "model_id": "qwen3-0.6b"}, "holder": "operator"}"#,
+    );
+    let grant = &answer["granted"];
+    assert_eq!(grant["capabilityKey"], "sim0:chat:qwen3-0.6b", "{answer}");
+    let lease_id = grant["leaseId"].as_str().expect("lease id");
+    assert!(
+        grant["route"]["endpoint"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("http://127.0.0.1:")),
+        "{answer}"
+    );
+
+    let listed = call("ListLeases", "{}");
+    assert!(listed.to_string().contains(lease_id), "{listed}");
+    let released = call(
+        "ReleaseLease",
+        &format!(r#"{{"lease_id": "{lease_id}", "holder": "operator"}}"#),
+    );
+    assert_eq!(released["lease"]["leaseId"], lease_id, "{released}");
+    assert!(
+        released.get("alreadyOver").is_none(),
+        "released now: {released}"
+    );
 }

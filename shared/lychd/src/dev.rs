@@ -92,15 +92,19 @@ async fn run_offices(
         };
         ports.insert(office, port);
     }
+    // No model runtime runs on a developer's machine: a simulated llama.cpp runtime stands in,
+    // and the Dispatcher's real probe observes it.
+    let runtime = lychd_simllama::SimLlama::serving(DEV_MODEL).await;
     let mut offices = Vec::new();
     for office in Office::ALL {
         let config = dev_dir.join("config").join(format!("{office}.toml"));
         let credential =
             (office != Office::Ward).then(|| credentials_dir.join(format!("{office}.credential")));
-        std::fs::write(
-            &config,
-            office_config(office, &ports, pg_port, credential.as_deref()),
-        )?;
+        let mut text = office_config(office, &ports, pg_port, credential.as_deref());
+        if office == Office::Dispatcher {
+            text.push_str(&dispatcher_registry(&runtime.endpoint()));
+        }
+        std::fs::write(&config, text)?;
         let binary = bin_dir.join(office.binary());
         let out = Command::new(&binary)
             .arg("--config")
@@ -174,6 +178,7 @@ async fn run_offices(
     // Each office: a service principal allowed to ask Ward and to describe its peers; the
     // operator may describe every office.
     let mut admin = lychd_auth::admin::WardAdmin::new(ward_channel, &session.token)?;
+    grant(&mut admin, &session.principal_id, OPERATOR_GRANTS).await?;
     for office in Office::ALL {
         admin
             .allow_describe(&session.principal_id, office.name())
@@ -184,6 +189,9 @@ async fn run_offices(
         let id = admin.ensure_office_principal(office.name()).await?;
         for peer in Office::ALL.into_iter().filter(|p| *p != office) {
             admin.allow_describe(&id, peer.name()).await?;
+        }
+        if office == Office::Orchestrator {
+            grant(&mut admin, &id, ORCHESTRATOR_GRANTS).await?;
         }
         let file = credentials_dir.join(format!("{office}.credential"));
         if !file.is_file() {
@@ -216,6 +224,10 @@ async fn run_offices(
             o.log.display()
         );
     }
+    println!(
+        "runtime       {}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})",
+        runtime.endpoint()
+    );
     println!("endpoints     {}", endpoints_file.display());
     println!(
         "operator      {} (standing credential) and {} (session, 12 h), mode 0600",
@@ -230,6 +242,10 @@ async fn run_offices(
         "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"include_peers\": true}}' 127.0.0.1:{dispatcher_port} lychd.dispatcher.v1.Dispatcher/Describe",
         token_file.display()
     );
+    println!(
+        "  grpcurl -plaintext -H \"authorization: Bearer $(cat {})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\"}}' 127.0.0.1:{dispatcher_port} lychd.dispatcher.v1.Dispatcher/Lease",
+        token_file.display()
+    );
     println!("\nCtrl-C stops everything.");
 
     supervise(&mut offices).await;
@@ -240,6 +256,54 @@ async fn run_offices(
     }
     let _ = std::fs::remove_file(&endpoints_file);
     Ok(())
+}
+
+/// The dev stack's one animator and the model its simulated runtime serves.
+const DEV_ANIMATOR: &str = "sim0";
+const DEV_MODEL: &str = "qwen3-0.6b";
+
+/// What the dev operator holds besides `ward:administer` and describing every office: the
+/// Dispatcher's read, lease and observe API, so the printed examples work.
+const OPERATOR_GRANTS: &[(&str, &str)] = &[
+    ("dispatcher:read", "capability:*"),
+    ("dispatcher:read", "lease:*"),
+    ("dispatcher:read", "event:*"),
+    ("dispatcher:lease", "capability:*"),
+    ("dispatcher:lease", "lease:*"),
+    ("dispatcher:observe", "animator:*"),
+];
+
+/// The Orchestrator's service principal: it observes animators and alone closes and reopens
+/// admission.
+const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
+    ("dispatcher:observe", "animator:*"),
+    ("dispatcher:admission", "animator:*"),
+];
+
+/// Assign each `(action, object)` of `grants` to `id` (audience: the action's office; purpose:
+/// its verb).
+async fn grant(
+    admin: &mut lychd_auth::admin::WardAdmin,
+    id: &str,
+    grants: &[(&str, &str)],
+) -> Result<(), tonic::Status> {
+    for (action, object) in grants {
+        let (office, verb) = action.split_once(':').unwrap_or((action, action));
+        admin
+            .ensure_assignment(id, action, object, office, verb)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The Dispatcher's registry: one dedicated animator on the simulated runtime.
+fn dispatcher_registry(endpoint: &str) -> String {
+    format!(
+        "\n[office]\n\n[[office.animators]]\nname = \"{DEV_ANIMATOR}\"\nsource = \"soulstone\"\n\
+         dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\n\
+         [[office.capabilities]]\nanimator = \"{DEV_ANIMATOR}\"\nfamily = \"chat\"\n\
+         model_id = \"{DEV_MODEL}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
+    )
 }
 
 /// Lifetime asked for the operator's dev session (Ward may cap it).

@@ -10,7 +10,8 @@
 pub mod bench;
 mod pg;
 mod process;
-pub mod simllama;
+/// The simulated llama.cpp runtime (its own crate, so `lychd dev` uses it too).
+pub use lychd_simllama as simllama;
 mod spawn;
 
 pub use pg::{TestDb, cluster_dir, test_db, test_db_unmigrated};
