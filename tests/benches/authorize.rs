@@ -124,6 +124,13 @@ async fn main() {
         ms(a.p99),
         a.per_second
     );
+    for (what, s) in [("health check", h), ("authorize", a)] {
+        println!(
+            "{what:<14} @500/s p99 of each fifth of the run: {:.3} .. {:.3} ms",
+            ms(s.p99_of_fifths.0),
+            ms(s.p99_of_fifths.1)
+        );
+    }
     println!(
         "ratio authorize/health @500/s  {:>8.2} {:>8.2}",
         ms(a.p50) / ms(h.p50),

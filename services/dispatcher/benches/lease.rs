@@ -165,6 +165,13 @@ async fn scenario(capabilities: usize) {
         )
     };
     println!(
+        "  @{RATE}/s p99 of each fifth of the run: health {:.3} .. {:.3} ms, lease+rel {:.3} .. {:.3} ms",
+        ms(h[2].p99_of_fifths.0),
+        ms(h[2].p99_of_fifths.1),
+        ms(l[2].p99_of_fifths.0),
+        ms(l[2].p99_of_fifths.1)
+    );
+    println!(
         "  ratio lease+release / health (p50, p99): c=1 {:.1}x {:.1}x, c=32 {:.1}x {:.1}x, @{RATE}/s {:.1}x {:.1}x",
         r(0).0,
         r(0).1,

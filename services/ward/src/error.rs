@@ -65,6 +65,10 @@ pub enum WardError {
     Unavailable(#[source] sqlx::Error),
     #[error("no randomness available")]
     NoRandomness(#[from] NoRandomness),
+    /// The decision log cannot take another record now (its writer is behind or stopped): no
+    /// decision is answered that would not be recorded.
+    #[error("decision log unavailable")]
+    DecisionLogUnavailable,
     /// Anything else from the database: a bug or a broken invariant; logged, never detailed.
     #[error("internal database error")]
     Database(#[source] sqlx::Error),
@@ -178,6 +182,12 @@ pub fn into_status(e: WardError) -> Status {
                 "database unavailable",
             )
         }
+        WardError::DecisionLogUnavailable => refusal(
+            Code::Unavailable,
+            DOMAIN,
+            "DECISION_LOG_UNAVAILABLE",
+            "decision log unavailable",
+        ),
         WardError::NoRandomness(_) => {
             tracing::error!("operating system gave no randomness");
             refusal(Code::Internal, DOMAIN, "INTERNAL", "internal error")
@@ -249,6 +259,11 @@ mod tests {
                 "ALREADY_BOOTSTRAPPED",
             ),
             (WardError::Aborted, Code::Aborted, "CONCURRENT_CHANGE"),
+            (
+                WardError::DecisionLogUnavailable,
+                Code::Unavailable,
+                "DECISION_LOG_UNAVAILABLE",
+            ),
             (
                 WardError::DeadlineExceeded,
                 Code::DeadlineExceeded,

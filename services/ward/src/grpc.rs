@@ -25,6 +25,7 @@ use crate::domain::grammar::{
 use crate::domain::lifetime;
 use crate::domain::paging::{self, List};
 use crate::error::DOMAIN;
+use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::Asked;
 use crate::store::{self, decisions};
 use convert::finish;
@@ -36,6 +37,8 @@ pub const DECIDE: (&str, &str) = ("ward:decide", "decision:*");
 
 pub struct WardService {
     ctx: ServeContext,
+    /// Records of the decisions asked over `Authorize` and `Authenticate`.
+    log: DecisionLog,
 }
 
 impl WardService {
@@ -138,7 +141,7 @@ impl Ward for WardService {
                 finish(v)?;
             }
             let asker = decide_question(bearer);
-            match decisions::authenticate_asked(self.pool(), &asker, token).await? {
+            match decisions::authenticate_asked(self.pool(), &self.log, &asker, token).await? {
                 Asked::Refused(d) => return Err(refused(&d)),
                 Asked::Answered(a) => a,
             }
@@ -198,7 +201,7 @@ impl Ward for WardService {
             expected_policy_generation: r.expected_policy_generation,
             asked_by: None,
         };
-        let d = match decisions::authorize_asked(self.pool(), &asker, &question).await? {
+        let d = match decisions::authorize_asked(self.pool(), &self.log, &asker, &question).await? {
             Asked::Refused(d) => return Err(refused(&d)),
             Asked::Answered(d) => d,
         };
@@ -451,6 +454,8 @@ impl Ward for WardService {
         let mut v = Violations::new();
         let before = v.check("page.page_token", paging::seq_before(token));
         finish(v)?;
+        // Every decision answered before this listing is in it.
+        self.log.flush().await?;
         let page = store::audit::list(self.pool(), size, before.flatten()).await?;
         Ok(Response::new(pb::ListAuditResponse {
             events: page.items.iter().map(convert::audit_event).collect(),
@@ -461,14 +466,22 @@ impl Ward for WardService {
     }
 }
 
-/// Start the office: its routes (every call passes the auth layer, then `authorize`).
+/// Start the office: the decision log's writer (finished before exit) and the routes (every
+/// call passes the auth layer, then `authorize`).
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
-    Box::pin(async move { Ok(routes(&ctx)) })
+    Box::pin(async move {
+        let (log, writer) = DecisionLog::start(ctx.pool.clone());
+        ctx.finishing.push(writer);
+        Ok(routes(&ctx, log))
+    })
 }
 
-fn routes(ctx: &ServeContext) -> Routes {
-    let server = WardServer::new(WardService { ctx: ctx.clone() })
-        .max_decoding_message_size(ctx.max_message_bytes())
-        .max_encoding_message_size(ctx.max_message_bytes());
+fn routes(ctx: &ServeContext, log: DecisionLog) -> Routes {
+    let server = WardServer::new(WardService {
+        ctx: ctx.clone(),
+        log,
+    })
+    .max_decoding_message_size(ctx.max_message_bytes())
+    .max_encoding_message_size(ctx.max_message_bytes());
     Routes::new(server)
 }

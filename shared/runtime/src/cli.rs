@@ -369,6 +369,7 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
         self_authenticating: spec.self_authenticating,
+        finishing: Default::default(),
     };
     let routes = match (spec.start)(ctx.clone()).await {
         Ok(routes) => routes,

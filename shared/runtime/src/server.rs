@@ -38,6 +38,36 @@ pub struct ServeContext {
     /// and handlers whose first act is an authorization (which refuses an unknown session as
     /// `UNAUTHENTICATED`), so the layer does not ask Ward twice.
     pub self_authenticating: &'static [&'static str],
+    /// Work that must finish before the office exits (see [`Finishing`]).
+    pub finishing: Finishing,
+}
+
+/// Background tasks an office registers at start that must finish before it exits (a writer
+/// flushing what it holds). Serving ends first and the office's services are dropped, then
+/// each task is awaited, within the shutdown grace period.
+#[derive(Clone, Default)]
+pub struct Finishing(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl Finishing {
+    pub fn push(&self, task: tokio::task::JoinHandle<()>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(task);
+    }
+
+    /// Await every registered task for at most `within`; true when all finished.
+    async fn join(&self, within: Duration) -> bool {
+        let tasks: Vec<_> = std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        tokio::time::timeout(within, futures::future::join_all(tasks))
+            .await
+            .is_ok()
+    }
 }
 
 impl ServeContext {
@@ -145,14 +175,22 @@ pub async fn serve(
     health.set_serving();
     tracing::info!(office = %office, "serving");
     let grace = cfg.shutdown_grace();
-    tokio::pin!(server);
-    tokio::select! {
-        res = &mut server => { res?; Ok(Stopped::Drained) }
-        () = grace_after(drain_rx, grace) => {
-            tracing::warn!(office = %office, grace_ms = grace.as_millis() as u64, "grace period expired with requests in flight");
-            Ok(Stopped::GraceExpired)
+    let stopped = {
+        // The server (and the office's services it owns) is dropped at the end of this block.
+        tokio::pin!(server);
+        tokio::select! {
+            res = &mut server => { res?; Stopped::Drained }
+            () = grace_after(drain_rx, grace) => {
+                tracing::warn!(office = %office, grace_ms = grace.as_millis() as u64, "grace period expired with requests in flight");
+                Stopped::GraceExpired
+            }
         }
+    };
+    if !ctx.finishing.join(grace).await {
+        tracing::warn!(office = %office, grace_ms = grace.as_millis() as u64, "background work unfinished at exit");
+        return Ok(Stopped::GraceExpired);
     }
+    Ok(stopped)
 }
 
 async fn grace_after(drain: oneshot::Receiver<()>, grace: Duration) {
@@ -173,6 +211,11 @@ pub struct InProcess {
 impl InProcess {
     /// Start the office, bind `ctx.config.server.listen` (port 0 is fine) and serve in a task.
     pub async fn start(ctx: ServeContext, start: Start) -> anyhow::Result<Self> {
+        // Contexts are cloned between in-process offices; what must finish is this one's.
+        let ctx = ServeContext {
+            finishing: Finishing::default(),
+            ..ctx
+        };
         let routes = start(ctx.clone()).await?;
         let listener = TcpListener::bind(ctx.config.server.listen).await?;
         let addr = listener.local_addr()?;

@@ -12,19 +12,35 @@ pub struct Stats {
     pub p99: Duration,
     /// Completed calls per second of wall time.
     pub per_second: f64,
+    /// Lowest and highest p99 of five consecutive fifths of the calls (by start): a tail made
+    /// by a few stalls shows as a wide spread.
+    pub p99_of_fifths: (Duration, Duration),
 }
 
 impl Stats {
-    fn of(mut samples: Vec<Duration>, wall: Duration) -> Stats {
+    /// `samples` in the order the calls started.
+    fn of(samples: Vec<Duration>, wall: Duration) -> Stats {
         assert!(!samples.is_empty(), "a case with no sample");
-        samples.sort();
-        let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+        let fifths: Vec<Duration> = samples
+            .chunks(samples.len().div_ceil(5))
+            .map(|c| quantile(&mut c.to_vec(), 0.99))
+            .collect();
+        let mut all = samples;
         Stats {
-            p50: at(0.50),
-            p99: at(0.99),
-            per_second: samples.len() as f64 / wall.as_secs_f64(),
+            p50: quantile(&mut all, 0.50),
+            p99: quantile(&mut all, 0.99),
+            per_second: all.len() as f64 / wall.as_secs_f64(),
+            p99_of_fifths: (
+                fifths.iter().copied().min().unwrap_or_default(),
+                fifths.iter().copied().max().unwrap_or_default(),
+            ),
         }
     }
+}
+
+fn quantile(v: &mut [Duration], q: f64) -> Duration {
+    v.sort_unstable();
+    v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
 }
 
 /// Milliseconds, for printing.
@@ -51,7 +67,7 @@ where
                 while Instant::now() < deadline {
                     let t = Instant::now();
                     call().await;
-                    samples.push(t.elapsed());
+                    samples.push((t, t.elapsed()));
                 }
                 samples
             })
@@ -61,7 +77,8 @@ where
     for t in tasks {
         all.extend(t.await.expect("caller"));
     }
-    Stats::of(all, started.elapsed())
+    all.sort_by_key(|(start, _)| *start);
+    Stats::of(all.into_iter().map(|(_, d)| d).collect(), started.elapsed())
 }
 
 /// Open loop: start `rate` calls per second for `seconds`, each in its own task.

@@ -156,6 +156,7 @@ fn context(
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
         self_authenticating: spec.self_authenticating,
+        finishing: Default::default(),
     }
 }
 

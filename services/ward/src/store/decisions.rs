@@ -7,13 +7,15 @@
 //! Successful authentications are not audited (the authorization that follows records the
 //! principal and generations); refused ones are. A question asked by another principal
 //! (the `Authorize` and `Authenticate` RPCs, which need `ward:decide`) is resolved in the same
-//! statement as the asker's own question: still two round trips.
+//! statement as the asker's own question, and its records go to the [`DecisionLog`] (queued
+//! before the answer, written in batches behind it): one round trip.
 
 use serde_json::json;
 use sqlx::postgres::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::decision_log::{DecisionLog, Entry};
 use super::{PrincipalRecord, audit};
 use crate::domain::decision::{self, Reason, SessionFacts};
 use crate::domain::grammar::Object;
@@ -172,11 +174,11 @@ fn column<'a>(sent: &[(usize, &Ask<'a>)], f: fn(&Question<'a>) -> &'a str) -> Ve
     sent.iter().map(|(_, a)| a.about.map(f)).collect()
 }
 
-/// Who holds `token`, now?
+/// Who holds `token`, now? A refusal is audited before it is returned.
 pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> {
     let mut conn = pool.acquire().await?;
     let [row] = resolved::<1>(resolve(&mut conn, &[Ask { token, about: None }]).await?);
-    authenticated(&mut conn, row).await
+    authenticated(&mut Records::Now(&mut conn), row).await
 }
 
 /// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
@@ -184,7 +186,7 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> 
 pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord> {
     let mut conn = pool.acquire().await?;
     let [row] = resolved::<1>(resolve(&mut conn, &[ask(q)]).await?);
-    decided(&mut conn, q, row).await
+    decided(&mut Records::Now(&mut conn), q, row).await
 }
 
 /// The answer to a question another principal (the asker) put to Ward.
@@ -197,23 +199,27 @@ pub enum Asked<T> {
 
 /// [`authorize`] on behalf of an asker whose own question (`asker`, e.g. `ward:decide`) must
 /// be allowed first. Both are resolved in ONE statement (one snapshot, one round trip); the
-/// asker's allowance is not audited separately — the decision's audit record names it as the
-/// actor — but its refusal is.
+/// records go to the decision `log` (queued before the answer is returned). The asker's
+/// allowance is not recorded separately — the decision's record names it as the actor — but
+/// its refusal is.
 pub async fn authorize_asked(
     pool: &PgPool,
+    log: &DecisionLog,
     asker: &Question<'_>,
     q: &Question<'_>,
 ) -> Result<Asked<DecisionRecord>> {
     let mut conn = pool.acquire().await?;
     let [asker_row, row] = resolved::<2>(resolve(&mut conn, &[ask(asker), ask(q)]).await?);
-    match allowed_asker(&mut conn, asker, asker_row).await? {
+    drop(conn);
+    let records = &mut Records::Log(log);
+    match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
         Ok(asked_by) => {
             let q = Question {
                 asked_by: Some(asked_by),
                 ..*q
             };
-            Ok(Asked::Answered(decided(&mut conn, &q, row).await?))
+            Ok(Asked::Answered(decided(records, &q, row).await?))
         }
     }
 }
@@ -221,15 +227,36 @@ pub async fn authorize_asked(
 /// [`authenticate`] on behalf of an asker, as [`authorize_asked`].
 pub async fn authenticate_asked(
     pool: &PgPool,
+    log: &DecisionLog,
     asker: &Question<'_>,
     token: &str,
 ) -> Result<Asked<Authentication>> {
     let mut conn = pool.acquire().await?;
     let asks = [ask(asker), Ask { token, about: None }];
     let [asker_row, row] = resolved::<2>(resolve(&mut conn, &asks).await?);
-    match allowed_asker(&mut conn, asker, asker_row).await? {
+    drop(conn);
+    let records = &mut Records::Log(log);
+    match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
-        Ok(_) => Ok(Asked::Answered(authenticated(&mut conn, row).await?)),
+        Ok(_) => Ok(Asked::Answered(authenticated(records, row).await?)),
+    }
+}
+
+/// Where decision records go: appended on the decision's own connection before the answer,
+/// or queued on the decision log.
+enum Records<'a> {
+    Now(&'a mut sqlx::PgConnection),
+    Log(&'a DecisionLog),
+}
+
+impl Records<'_> {
+    async fn append(&mut self, e: Entry) -> Result<()> {
+        match self {
+            Records::Now(conn) => {
+                audit::record_decision(conn, e.event, e.actor_id, e.subject_id, e.detail).await
+            }
+            Records::Log(log) => log.record(e),
+        }
     }
 }
 
@@ -247,18 +274,18 @@ fn resolved<const N: usize>(rows: Vec<Option<Row>>) -> [Option<Row>; N] {
 
 /// The asker's principal id when its question is allowed; its audited refusal otherwise.
 async fn allowed_asker(
-    conn: &mut sqlx::PgConnection,
+    records: &mut Records<'_>,
     asker: &Question<'_>,
     row: Option<Row>,
 ) -> Result<std::result::Result<Uuid, DecisionRecord>> {
     match row {
         Some(r) if decision_of(asker, Some(&r))?.allowed() => Ok(Ok(r.principal_id)),
-        row => Ok(Err(decided(conn, asker, row).await?)),
+        row => Ok(Err(decided(records, asker, row).await?)),
     }
 }
 
 /// The authentication answer for `row`; a refusal is audited.
-async fn authenticated(conn: &mut sqlx::PgConnection, row: Option<Row>) -> Result<Authentication> {
+async fn authenticated(records: &mut Records<'_>, row: Option<Row>) -> Result<Authentication> {
     let reason = decision::authenticate(row.as_ref().map(Row::facts).as_ref());
     match row {
         Some(row) if reason.allowed() => Ok(Authentication::Authenticated(Resolved {
@@ -267,17 +294,17 @@ async fn authenticated(conn: &mut sqlx::PgConnection, row: Option<Row>) -> Resul
             session_expires_at: row.session_expires_at,
         })),
         row => {
-            audit::record_decision(
-                conn,
-                "authenticate.refused",
-                None,
-                row.as_ref().map(|r| r.principal_id),
-                json!({
-                    "reason": reason.as_str(),
-                    "session_id": row.as_ref().map(|r| r.session_id),
-                }),
-            )
-            .await?;
+            records
+                .append(Entry {
+                    event: "authenticate.refused",
+                    actor_id: None,
+                    subject_id: row.as_ref().map(|r| r.principal_id),
+                    detail: json!({
+                        "reason": reason.as_str(),
+                        "session_id": row.as_ref().map(|r| r.session_id),
+                    }),
+                })
+                .await?;
             Ok(Authentication::Refused(reason))
         }
     }
@@ -308,32 +335,32 @@ fn decision_of(q: &Question<'_>, row: Option<&Row>) -> Result<DecisionRecord> {
 
 /// The decision of `q`, audited before it is returned.
 async fn decided(
-    conn: &mut sqlx::PgConnection,
+    records: &mut Records<'_>,
     q: &Question<'_>,
     row: Option<Row>,
 ) -> Result<DecisionRecord> {
     let d = decision_of(q, row.as_ref())?;
-    audit::record_decision(
-        conn,
-        if d.allowed() {
-            "authorize.allow"
-        } else {
-            "authorize.deny"
-        },
-        q.asked_by,
-        row.as_ref().map(|r| r.principal_id),
-        json!({
-            "reason": d.reason.as_str(),
-            "action": q.action,
-            "object": q.object,
-            "audience": q.audience,
-            "purpose": q.purpose,
-            "session_id": row.as_ref().map(|r| r.session_id),
-            "expected_policy_generation": q.expected_policy_generation,
-            "policy_generation": row.as_ref().map(|r| r.policy_generation),
-            "revocation_generation": row.as_ref().map(|r| r.revocation_generation),
-        }),
-    )
-    .await?;
+    records
+        .append(Entry {
+            event: if d.allowed() {
+                "authorize.allow"
+            } else {
+                "authorize.deny"
+            },
+            actor_id: q.asked_by,
+            subject_id: row.as_ref().map(|r| r.principal_id),
+            detail: json!({
+                "reason": d.reason.as_str(),
+                "action": q.action,
+                "object": q.object,
+                "audience": q.audience,
+                "purpose": q.purpose,
+                "session_id": row.as_ref().map(|r| r.session_id),
+                "expected_policy_generation": q.expected_policy_generation,
+                "policy_generation": row.as_ref().map(|r| r.policy_generation),
+                "revocation_generation": row.as_ref().map(|r| r.revocation_generation),
+            }),
+        })
+        .await?;
     Ok(d)
 }

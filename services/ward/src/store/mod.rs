@@ -4,6 +4,8 @@
 //! Isolation and lock order (every transaction that decides authority):
 //! - Decisions (`decisions::authorize`, `decisions::authenticate`) are ONE statement in its own
 //!   implicit READ COMMITTED transaction: one snapshot, the database clock, no lock, no cache.
+//!   Their audit records are appended before the answer, or — for decisions asked over gRPC —
+//!   queued on the `decision_log` (ADR 0004).
 //! - Every administrative change, and every exchange, runs in an explicit READ COMMITTED
 //!   transaction that first locks the principal row (`SELECT … FOR UPDATE`), then reads and
 //!   changes that principal's credentials, sessions or assignments, bumps its generation and
@@ -16,6 +18,7 @@ pub mod assignments;
 pub mod audit;
 pub mod bootstrap;
 pub mod credentials;
+pub mod decision_log;
 pub mod decisions;
 pub mod principals;
 pub mod sessions;

@@ -6,6 +6,7 @@ mod audit;
 mod bootstrap;
 mod common;
 mod credentials;
+mod decision_log;
 mod decisions;
 mod grpc;
 mod race;
