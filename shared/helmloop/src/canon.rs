@@ -113,6 +113,50 @@ pub fn to_canonical_vec_omit(value: &Value, omit: Omit) -> Result<Vec<u8>, C14nE
     Ok(out)
 }
 
+/// Writes the canonical bytes of `value` to `out` (cleared first) and returns
+/// the byte range of its top-level `digest` member together with one adjacent
+/// comma, if it has one: the bytes without that range are exactly
+/// [`to_canonical_vec_omit`]`(value, Omit::TopLevelDigest)`. One serialization
+/// then feeds both the binding and the record digest.
+pub(crate) fn write_canonical_marking_digest(
+    value: &Value,
+    out: &mut Vec<u8>,
+) -> Result<Option<std::ops::Range<usize>>, C14nError> {
+    out.clear();
+    let Value::Object(m) = value else {
+        write_value(out, value, 0)?;
+        return Ok(None);
+    };
+    let mut digest = None;
+    out.push(b'{');
+    for (i, (k, v)) in m.iter().enumerate() {
+        let comma = out.len();
+        if i > 0 {
+            out.push(b',');
+        }
+        let start = out.len();
+        write_key(out, k)?;
+        write_value(out, v, 1)?;
+        if k == DIGEST_MEMBER {
+            // Not the first member: drop its leading comma; the first member
+            // drops the comma that follows it (if any), added below.
+            digest = Some(if i > 0 {
+                comma..out.len()
+            } else {
+                start..out.len()
+            });
+        }
+    }
+    if let Some(r) = &mut digest
+        && r.start == 1
+        && m.len() > 1
+    {
+        r.end += 1;
+    }
+    out.push(b'}');
+    Ok(digest)
+}
+
 /// Canonical text of `value` (the canonical bytes are always UTF-8).
 pub fn to_canonical_string(value: &Value) -> Result<String, C14nError> {
     let bytes = to_canonical_vec(value)?;
@@ -120,12 +164,25 @@ pub fn to_canonical_string(value: &Value) -> Result<String, C14nError> {
 }
 
 fn write_key(out: &mut Vec<u8>, k: &str) -> Result<(), C14nError> {
-    if !parse::is_nfc(k) {
-        return Err(C14nError::in_value(ErrorCode::NotNfc));
-    }
-    write_escaped(out, k.as_bytes());
+    write_nfc_string(out, k)?;
     out.push(b':');
     Ok(())
+}
+
+/// Writes `s` as a string literal after checking it is NFC; the escaping
+/// scan already tells an ASCII string (always NFC) from one that needs the
+/// check.
+fn write_nfc_string(out: &mut Vec<u8>, s: &str) -> Result<(), C14nError> {
+    if write_escaped(out, s.as_bytes()) && !parse::is_nfc(s) {
+        return Err(C14nError::in_value(ErrorCode::NotNfc));
+    }
+    Ok(())
+}
+
+/// Appends the canonical bytes of `value` as a member of a top-level object
+/// or array (depth 1).
+pub(crate) fn write_member(out: &mut Vec<u8>, value: &Value) -> Result<(), C14nError> {
+    write_value(out, value, 1)
 }
 
 fn write_value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), C14nError> {
@@ -139,12 +196,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), C14
             }
             write_int(out, *n);
         }
-        Value::String(s) => {
-            if !parse::is_nfc(s) {
-                return Err(C14nError::in_value(ErrorCode::NotNfc));
-            }
-            write_escaped(out, s.as_bytes());
-        }
+        Value::String(s) => write_nfc_string(out, s)?,
         Value::Array(items) => {
             if depth >= MAX_DEPTH {
                 return Err(C14nError::in_value(ErrorCode::DepthExceeded));
@@ -196,14 +248,17 @@ fn write_int(out: &mut Vec<u8>, n: i64) {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Writes `s` as a canonical JSON string literal.
-pub(crate) fn write_escaped(out: &mut Vec<u8>, b: &[u8]) {
+/// Writes `s` as a canonical JSON string literal; returns whether it has a
+/// byte outside ASCII.
+pub(crate) fn write_escaped(out: &mut Vec<u8>, b: &[u8]) -> bool {
     out.reserve(b.len() + 2);
     out.push(b'"');
     let mut run = 0;
     let mut i = 0;
+    let mut high = 0u8;
     loop {
-        let (stop, _) = parse::scan_plain(b, i);
+        let (stop, h) = parse::scan_plain(b, i);
+        high |= h;
         let Some(&c) = b.get(stop) else {
             break;
         };
@@ -235,6 +290,7 @@ pub(crate) fn write_escaped(out: &mut Vec<u8>, b: &[u8]) {
     }
     out.extend_from_slice(&b[run..]);
     out.push(b'"');
+    high & 0x80 != 0
 }
 
 /// Fills `order` with the member indices `0..n` in canonical order.
@@ -347,7 +403,9 @@ impl Sink for CanonSink {
         self.before_value();
         match token {
             Some(t) => self.out.extend_from_slice(t),
-            None => write_escaped(&mut self.out, s),
+            None => {
+                write_escaped(&mut self.out, s);
+            }
         }
     }
 
@@ -382,7 +440,9 @@ impl Sink for CanonSink {
         let start = self.out.len();
         match token {
             Some(t) => self.out.extend_from_slice(t),
-            None => write_escaped(&mut self.out, k),
+            None => {
+                write_escaped(&mut self.out, k);
+            }
         }
         self.out.push(b':');
         self.members.push(Member { start, end: 0 });
@@ -446,5 +506,44 @@ impl Sink for CanonSink {
         }
         out.push(b'}');
         members.truncate(frame.member_base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Map;
+
+    #[test]
+    fn values_outside_nfc_are_refused_in_strings_and_names() {
+        let not_nfc = "e\u{301}";
+        let mut m = Map::new();
+        m.insert("k", Value::from(not_nfc));
+        let mut named = Map::new();
+        named.insert(not_nfc, Value::Null);
+        let mut scratch = Vec::new();
+        for v in [
+            Value::from(not_nfc),
+            Value::Array(vec![Value::from("ok"), Value::from(not_nfc)]),
+            Value::Object(m),
+            Value::Object(named),
+        ] {
+            let err = to_canonical_vec(&v).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::NotNfc, "{v:?}");
+            let err = write_canonical_marking_digest(&v, &mut scratch).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::NotNfc, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn non_ascii_and_escapes_are_written_literally_or_escaped() {
+        let v = Value::Array(vec![
+            Value::from("é\u{1F600}\u{E000}"),
+            Value::from("q\"b\\c\u{1}\n"),
+        ]);
+        assert_eq!(
+            to_canonical_string(&v).unwrap(),
+            "[\"é\u{1F600}\u{E000}\",\"q\\\"b\\\\c\\u0001\\n\"]"
+        );
     }
 }

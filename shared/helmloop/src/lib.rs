@@ -19,6 +19,7 @@ mod error;
 mod parse;
 pub mod reduce;
 pub mod schema;
+mod structural;
 mod utf16;
 pub mod validate;
 mod value;

@@ -4,6 +4,10 @@
 //! compiled into the crate and validated with the `jsonschema` crate (JSON
 //! Schema 2020-12, formats asserted). No schema is ever fetched: the bundle is
 //! registered under its `$id`, so every `$ref` resolves offline.
+//!
+//! The reducer's yes/no check ([`is_valid_value`]) runs a structural validator
+//! compiled once from the same schema text (`crate::structural`) on the value
+//! itself; `jsonschema` remains the reference and reports the issue lists.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -11,6 +15,9 @@ use std::sync::OnceLock;
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Draft, Resource, Validator};
 use serde_json::Value as Json;
+
+use crate::structural::Program;
+use crate::value::Value;
 
 /// `$id` of the bundle.
 pub const BUNDLE_ID: &str = "https://lychd.invalid/schemas/helmloop-v0.1.schema.json";
@@ -241,6 +248,63 @@ pub fn is_valid(shape: Shape, instance: &Json) -> bool {
         Shape::PortabilityReceipt => &c.portability,
     };
     validator.is_valid(instance)
+}
+
+/// The shapes compiled by [`crate::structural`], `None` where a schema uses
+/// something that module does not compile.
+struct Structural {
+    records: Vec<Option<Program>>,
+    any_record: Option<Program>,
+    context: Option<Program>,
+    input: Option<Program>,
+    result: Option<Program>,
+    portability: Option<Program>,
+}
+
+fn structural() -> &'static Structural {
+    static STRUCTURAL: OnceLock<Structural> = OnceLock::new();
+    STRUCTURAL.get_or_init(|| {
+        let bundle: Json = serde_json::from_str(BUNDLE_JSON).unwrap_or(Json::Null);
+        let document = |text: &str| {
+            serde_json::from_str(text)
+                .ok()
+                .and_then(|schema| Program::compile_document(&schema, &bundle, BUNDLE_ID))
+        };
+        let def = |name: &str| Program::compile_def(name, &bundle, BUNDLE_ID);
+        Structural {
+            records: RecordType::ALL
+                .iter()
+                .map(|t| document(t.entry_json()))
+                .collect(),
+            any_record: def("AnyRecord"),
+            context: def("EvaluationContext"),
+            input: def("EvaluationInput"),
+            result: def("ReductionResult"),
+            portability: document(PORTABILITY_RECEIPT_JSON),
+        }
+    })
+}
+
+/// Whether `instance` is valid against `shape`, by the structural validator
+/// compiled once from the same embedded schemas; `None` when that shape did
+/// not compile there. Tested to agree with [`is_valid`].
+pub fn structural_is_valid(shape: Shape, instance: &Value) -> Option<bool> {
+    let s = structural();
+    let program = match shape {
+        Shape::Record(t) => s.records[t.index()].as_ref(),
+        Shape::AnyRecord => s.any_record.as_ref(),
+        Shape::EvaluationContext => s.context.as_ref(),
+        Shape::EvaluationInput => s.input.as_ref(),
+        Shape::ReductionResult => s.result.as_ref(),
+        Shape::PortabilityReceipt => s.portability.as_ref(),
+    };
+    program.map(|p| p.is_valid(instance))
+}
+
+/// Whether `instance` is valid against `shape`: the reducer's fast path, on
+/// the value itself ([`structural_is_valid`], falling back to [`is_valid`]).
+pub fn is_valid_value(shape: Shape, instance: &Value) -> bool {
+    structural_is_valid(shape, instance).unwrap_or_else(|| is_valid(shape, &instance.to_serde()))
 }
 
 /// Validates `instance` against `shape`; an empty list means valid.

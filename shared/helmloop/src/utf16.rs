@@ -19,7 +19,15 @@ pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
 /// [`cmp_utf16`] on the UTF-8 bytes of two valid strings.
 #[inline]
 pub(crate) fn cmp_utf16_bytes(a: &[u8], b: &[u8]) -> Ordering {
-    match a.iter().zip(b).position(|(x, y)| x != y) {
+    // Fast path: distinct ASCII first bytes decide (most key comparisons).
+    if let (Some(&x), Some(&y)) = (a.first(), b.first())
+        && x != y
+        && x < 0x80
+        && y < 0x80
+    {
+        return x.cmp(&y);
+    }
+    match mismatch(a, b) {
         None => a.len().cmp(&b.len()),
         Some(i) => {
             let (x, y) = (a[i], b[i]);
@@ -36,6 +44,36 @@ pub(crate) fn cmp_utf16_bytes(a: &[u8], b: &[u8]) -> Ordering {
             x.cmp(&y)
         }
     }
+}
+
+/// Byte equality of two short strings (object member names), compared in
+/// place eight bytes at a time rather than through a `memcmp` call.
+#[inline]
+pub(crate) fn eq_short(a: &str, b: &str) -> bool {
+    a.len() == b.len() && mismatch(a.as_bytes(), b.as_bytes()).is_none()
+}
+
+/// Index of the first differing byte within the common length, compared
+/// eight bytes at a time (object keys and map lookups compare constantly).
+#[inline]
+fn mismatch(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut i = 0;
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or_default());
+        let diff = word(x) ^ word(y);
+        if diff != 0 {
+            // Little-endian: the lowest set bit is in the first differing byte.
+            return Some(i + (diff.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    a[i..]
+        .iter()
+        .zip(&b[i..])
+        .position(|(x, y)| x != y)
+        .map(|j| i + j)
 }
 
 #[cfg(test)]
@@ -55,6 +93,42 @@ mod tests {
         let mut keys = vec!["10", "9", "1", "100", "01"];
         keys.sort_by(|a, b| cmp_utf16(a, b));
         assert_eq!(keys, vec!["01", "1", "10", "100", "9"]);
+    }
+
+    #[test]
+    fn long_common_prefixes_compare_at_the_first_difference() {
+        let base = "abcdefghijklmnopqrstuvwxyz0123456789";
+        for i in 0..base.len() {
+            let mut other = base.as_bytes().to_vec();
+            other[i] = b'~';
+            let other = std::str::from_utf8(&other).unwrap();
+            assert_eq!(cmp_utf16(base, other), Ordering::Less, "{i}");
+            assert_eq!(cmp_utf16(other, base), Ordering::Greater, "{i}");
+            assert_eq!(cmp_utf16(&base[..i], base), Ordering::Less, "{i}");
+        }
+        let astral = format!("{}\u{1F600}", &base[..9]);
+        let private = format!("{}\u{E000}", &base[..9]);
+        assert_eq!(cmp_utf16(&astral, &private), Ordering::Less);
+    }
+
+    #[test]
+    fn short_equality_is_byte_equality() {
+        let words = [
+            "",
+            "a",
+            "ab",
+            "abcdefgh",
+            "abcdefgi",
+            "abcdefghi",
+            "bcdefghi",
+            "é",
+            "e",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(super::eq_short(a, b), a == b, "{a} {b}");
+            }
+        }
     }
 
     #[test]

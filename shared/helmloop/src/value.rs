@@ -236,6 +236,15 @@ impl Map {
 
     /// The value of member `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
+        // Records have a few dozen members at most: comparing lengths first,
+        // a scan for the equal name is cheaper than ordered comparisons.
+        if self.members.len() <= 32 {
+            return self
+                .members
+                .iter()
+                .find(|(k, _)| crate::utf16::eq_short(k, key))
+                .map(|(_, v)| v);
+        }
         self.find(key).ok().map(|i| &self.members[i].1)
     }
 

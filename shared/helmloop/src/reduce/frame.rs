@@ -180,12 +180,11 @@ pub(crate) fn evaluate(input: &Value) -> Frame<'_> {
         ),
         other => other.clone(),
     };
-    let shallow = shallow.to_serde();
     let mut codes = std::collections::BTreeSet::new();
-    let issues = if schema::is_valid(Shape::EvaluationInput, &shallow) {
+    let issues = if schema::is_valid_value(Shape::EvaluationInput, &shallow) {
         Vec::new()
     } else {
-        schema::validate(Shape::EvaluationInput, &shallow)
+        schema::validate(Shape::EvaluationInput, &shallow.to_serde())
     };
     for issue in issues {
         let p = issue.instance_path.as_str();

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use super::axes::Axes;
 use super::codes::ReasonCode;
 use super::{Outcome, Work};
-use crate::digest::{Digest, binding_digest};
+use crate::digest::{Digest, Domain, binding_digest, digest_canonical};
 use crate::utf16::cmp_utf16;
 use crate::validate::Channel;
 use crate::value::{Map, Value};
@@ -145,7 +145,8 @@ pub fn input_digest(input: &Value) -> Digest {
 /// [`input_digest`] with the sorted distinct body digests already computed.
 fn input_digest_with(input: &Value, known: Option<&[Digest]>) -> Digest {
     let mut bodies: Vec<String> = match known {
-        // Digest bytes order equals the order of their lowercase hex renderings.
+        // Sorted and distinct already: digest bytes order equals the order
+        // of their lowercase hex renderings.
         Some(known) => known.iter().map(Digest::render).collect(),
         None => input
             .get("records")
@@ -158,20 +159,35 @@ fn input_digest_with(input: &Value, known: Option<&[Digest]>) -> Digest {
             })
             .collect(),
     };
-    bodies.sort_by(|a, b| cmp_utf16(a, b));
-    bodies.dedup();
-    let mut m = Map::new();
-    m.insert(
-        "protocolVersion",
-        input.get("protocolVersion").cloned().unwrap_or_default(),
-    );
-    m.insert("context", input.get("context").cloned().unwrap_or_default());
-    m.insert(
-        "records",
-        Value::Array(bodies.into_iter().map(Value::from).collect()),
-    );
-    // Every member comes from a parsed input or is an ASCII digest string.
-    binding_digest(&Value::Object(m)).unwrap_or(Digest::from_bytes([0; 32]))
+    if known.is_none() {
+        bodies.sort_by(|a, b| cmp_utf16(a, b));
+        bodies.dedup();
+    }
+    // The canonical bytes of `{context, protocolVersion, records}`, written
+    // directly (members in canonical order) rather than through a cloned
+    // map. Every member comes from a parsed input or is an ASCII string, so
+    // the fallback only covers a value built in memory outside the profile.
+    let member = |k: &str| input.get(k).unwrap_or(&Value::Null);
+    let mut out = Vec::with_capacity(256 + 74 * bodies.len());
+    let written = (|| {
+        out.extend_from_slice(b"{\"context\":");
+        canon::write_member(&mut out, member("context"))?;
+        out.extend_from_slice(b",\"protocolVersion\":");
+        canon::write_member(&mut out, member("protocolVersion"))?;
+        out.extend_from_slice(b",\"records\":[");
+        for (i, b) in bodies.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            canon::write_escaped(&mut out, b.as_bytes());
+        }
+        out.extend_from_slice(b"]}");
+        Ok::<(), crate::error::C14nError>(())
+    })();
+    match written {
+        Ok(()) => digest_canonical(Domain::Binding, &out),
+        Err(_) => Digest::from_bytes([0; 32]),
+    }
 }
 
 /// Steps 11–12.
@@ -317,5 +333,61 @@ impl ReductionResult {
         // a parsed (hence NFC) input, so the value is always canonical.
         canon::to_canonical_string(&self.to_value())
             .unwrap_or_else(|e| format!("{{\"error\":\"{}\"}}", e.code()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse;
+
+    /// `inputDigest` as a binding digest of the map, built the plain way.
+    fn reference(input: &Value) -> Digest {
+        let mut bodies: Vec<String> = input
+            .get("records")
+            .and_then(Value::as_array)
+            .unwrap_or(&[])
+            .iter()
+            .map(|r| {
+                binding_digest(r)
+                    .map_or_else(|e| format!("unhashable:{}", e.code()), |d| d.render())
+            })
+            .collect();
+        bodies.sort_by(|a, b| cmp_utf16(a, b));
+        bodies.dedup();
+        let mut m = Map::new();
+        m.insert(
+            "protocolVersion",
+            input.get("protocolVersion").cloned().unwrap_or_default(),
+        );
+        m.insert("context", input.get("context").cloned().unwrap_or_default());
+        m.insert(
+            "records",
+            Value::Array(bodies.into_iter().map(Value::from).collect()),
+        );
+        binding_digest(&Value::Object(m)).unwrap_or(Digest::from_bytes([0; 32]))
+    }
+
+    #[test]
+    fn input_digest_writes_the_bytes_of_the_map() {
+        for text in [
+            r#"{"protocolVersion":"0.1","context":{"b":[1,"x"],"a":null},"records":[{"z":1},{"a":"\u0001"},{"z":1}]}"#,
+            r#"{"context":{}}"#,
+            r#"{"records":[]}"#,
+            r#"[1,2]"#,
+            r#"{"protocolVersion":7,"records":[1,"é",[],{}]}"#,
+        ] {
+            let v = parse(text.as_bytes()).unwrap();
+            assert_eq!(input_digest(&v), reference(&v), "{text}");
+        }
+        // A value outside the profile (not NFC) in a record and in the context.
+        let mut m = Map::new();
+        m.insert("records", Value::Array(vec![Value::from("e\u{301}")]));
+        let v = Value::Object(m.clone());
+        assert_eq!(input_digest(&v), reference(&v));
+        m.insert("context", Value::from("e\u{301}"));
+        let v = Value::Object(m);
+        assert_eq!(input_digest(&v), reference(&v));
+        assert_eq!(input_digest(&v), Digest::from_bytes([0; 32]));
     }
 }

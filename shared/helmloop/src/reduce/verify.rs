@@ -12,7 +12,7 @@ use super::codes::ReasonCode;
 use super::result::RecordStatus;
 use super::time::parse_timestamp;
 use super::{Rec, Work};
-use crate::digest::{Digest, binding_digest, record_digest};
+use crate::digest::{Digest, binding_and_record_digest};
 use crate::schema::{self, RecordType, Shape};
 use crate::validate::{self, Channel};
 use crate::value::Value;
@@ -27,7 +27,7 @@ const REF_SLOTS: [&str; 5] = [
 ];
 const REF_LISTS: [&str; 2] = ["evidenceRefs", "supersedes"];
 
-/// Timestamp members a verified record may carry.
+/// Timestamp members a verified record may carry, by their path.
 const TIMESTAMPS: [&[&str]; 12] = [
     &["issuedAt"],
     &["startedAt"],
@@ -45,12 +45,14 @@ const TIMESTAMPS: [&[&str]; 12] = [
 
 pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
     // Step 3a: fold byte-identical bodies (binding digest of the complete body).
-    let mut distinct: BTreeMap<Digest, &Value> = BTreeMap::new();
+    // Each body is serialized once; the same bytes give its record digest.
+    let mut distinct: BTreeMap<Digest, (&Value, Digest)> = BTreeMap::new();
     let mut unhashable = false;
+    let mut scratch = Vec::new();
     for raw in w.raw_records {
-        match binding_digest(raw) {
-            Ok(d) => {
-                distinct.entry(d).or_insert(raw);
+        match binding_and_record_digest(raw, &mut scratch) {
+            Ok((body, record)) => {
+                distinct.entry(body).or_insert((raw, record));
             }
             // Parsed values are always in the profile; a value built in memory
             // may not be, and is then refused as a whole.
@@ -63,7 +65,7 @@ pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
         w.body_digests = Some(distinct.keys().copied().collect());
     }
     // Step 2: validate every distinct body.
-    for (body_digest, raw) in distinct {
+    for (body_digest, (raw, record_digest)) in distinct {
         let mut rec = Rec {
             raw,
             body_digest,
@@ -80,7 +82,7 @@ pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
         rec.rtype = type_text.and_then(RecordType::from_name);
         rec.id = raw.get("id").and_then(Value::as_str);
         rec.digest = raw.get("digest").and_then(Value::as_str);
-        for code in verdict(raw) {
+        for code in verdict(raw, record_digest) {
             rec.reasons.insert(code);
             if code.is_reject() {
                 rec.status = RecordStatus::Invalid;
@@ -107,8 +109,8 @@ pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
     w.build_index();
 }
 
-/// Version check, entry schema and record digest of one body.
-fn verdict(raw: &Value) -> Vec<ReasonCode> {
+/// Version check, entry schema and record digest (`recomputed`) of one body.
+fn verdict(raw: &Value, recomputed: Digest) -> Vec<ReasonCode> {
     // Fast path: a current-version record of a known type that its entry
     // schema accepts needs only the digest and timestamp checks; anything
     // else goes through `validate_record` for the complete issue list.
@@ -119,14 +121,14 @@ fn verdict(raw: &Value) -> Vec<ReasonCode> {
         .and_then(Value::as_str)
         .and_then(RecordType::from_name);
     if let (true, Some(t)) = (version_ok, shape)
-        && schema::is_valid(Shape::Record(t), &raw.to_serde())
+        && schema::is_valid_value(Shape::Record(t), raw)
     {
         let declared = raw
             .get("digest")
             .and_then(Value::as_str)
             .and_then(Digest::parse);
         let mut out = Vec::new();
-        if declared.is_none() || record_digest(raw).ok() != declared {
+        if declared != Some(recomputed) {
             out.push(ReasonCode::RecordDigestMismatch);
         }
         if bad_timestamp(raw) {
@@ -161,10 +163,16 @@ fn verdict(raw: &Value) -> Vec<ReasonCode> {
 /// The schema asserts the date-time format; this is the reducer's own check
 /// that every timestamp it will compare is a real instant.
 fn bad_timestamp(raw: &Value) -> bool {
-    TIMESTAMPS.iter().any(|path| {
-        super::at(raw, path)
-            .and_then(Value::as_str)
-            .is_some_and(|s| parse_timestamp(s).is_none())
+    let bad = |v: &Value| v.as_str().is_some_and(|s| parse_timestamp(s).is_none());
+    // One pass over the members, each matched against the first segment of
+    // the `TIMESTAMPS` paths (the same verdict as looking each path up).
+    raw.as_object().is_some_and(|m| {
+        m.iter().any(|(k, v)| {
+            TIMESTAMPS
+                .iter()
+                .filter(|path| path[0] == k)
+                .any(|path| super::at(v, &path[1..]).is_some_and(bad))
+        })
     })
 }
 
@@ -201,4 +209,44 @@ fn is_id_only_ref(raw: &Value, path: &str, keyword: Option<&str>) -> bool {
         };
     }
     in_slot && cur.get("id").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path-by-path definition.
+    fn reference(raw: &Value) -> bool {
+        TIMESTAMPS.iter().any(|path| {
+            super::super::at(raw, path)
+                .and_then(Value::as_str)
+                .is_some_and(|s| parse_timestamp(s).is_none())
+        })
+    }
+
+    #[test]
+    fn bad_timestamp_checks_every_path_in_one_pass() {
+        let ok = "2025-01-22T10:00:00.000Z";
+        let bad = "2025-02-30T10:00:00.000Z";
+        let mut cases = vec![
+            "1".to_owned(),
+            "{}".to_owned(),
+            format!(r#"{{"horizon":"{bad}","start":"{bad}"}}"#),
+            format!(r#"{{"validity":{{"notAfter":7,"notBefore":"{ok}"}}}}"#),
+            format!(r#"{{"query":[{{"observedAt":"{bad}"}}]}}"#),
+        ];
+        for path in TIMESTAMPS {
+            for t in [ok, bad] {
+                let mut text = format!("\"{t}\"");
+                for seg in path.iter().rev() {
+                    text = format!(r#"{{"a":1,"{seg}":{text},"z":null}}"#);
+                }
+                cases.push(text);
+            }
+        }
+        for text in cases {
+            let v = crate::parse::parse(text.as_bytes()).unwrap();
+            assert_eq!(bad_timestamp(&v), reference(&v), "{text}");
+        }
+    }
 }

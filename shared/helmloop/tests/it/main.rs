@@ -6,6 +6,7 @@ mod fuzz_corpus;
 mod props;
 mod records;
 mod reduce_props;
+mod structural;
 mod vectors;
 
 use std::path::PathBuf;
