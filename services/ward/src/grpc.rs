@@ -1,7 +1,8 @@
 //! gRPC handlers of `lychd.ward.v1.Ward`: decode → authorize → domain/store → encode.
 //!
 //! Every call has already passed the auth layer (a valid session), except `ExchangeCredential`,
-//! whose bearer is the credential itself. Administration needs `ward:administer` on
+//! whose bearer is the credential itself, and `Authenticate` and `Authorize`, which resolve the
+//! caller's session in the statement that answers them. Administration needs `ward:administer` on
 //! `principal:*`; `Authenticate` and `Authorize` about someone else's token need `ward:decide`
 //! on `decision:*`. Authorization comes before decoding, so a caller without authority learns
 //! nothing about its input.

@@ -208,9 +208,7 @@ pub async fn authorize_asked(
     asker: &Question<'_>,
     q: &Question<'_>,
 ) -> Result<Asked<DecisionRecord>> {
-    let mut conn = pool.acquire().await?;
-    let [asker_row, row] = resolved::<2>(resolve(&mut conn, &[ask(asker), ask(q)]).await?);
-    drop(conn);
+    let [asker_row, row] = resolve_asked(pool, asker, ask(q)).await?;
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
@@ -231,10 +229,7 @@ pub async fn authenticate_asked(
     asker: &Question<'_>,
     token: &str,
 ) -> Result<Asked<Authentication>> {
-    let mut conn = pool.acquire().await?;
-    let asks = [ask(asker), Ask { token, about: None }];
-    let [asker_row, row] = resolved::<2>(resolve(&mut conn, &asks).await?);
-    drop(conn);
+    let [asker_row, row] = resolve_asked(pool, asker, Ask { token, about: None }).await?;
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
@@ -265,6 +260,18 @@ fn ask<'a>(q: &'a Question<'a>) -> Ask<'a> {
         token: q.token,
         about: Some(q),
     }
+}
+
+/// The asker's own question and the one it asks, resolved in one statement.
+async fn resolve_asked(
+    pool: &PgPool,
+    asker: &Question<'_>,
+    asked: Ask<'_>,
+) -> Result<[Option<Row>; 2]> {
+    let mut conn = pool.acquire().await?;
+    Ok(resolved::<2>(
+        resolve(&mut conn, &[ask(asker), asked]).await?,
+    ))
 }
 
 fn resolved<const N: usize>(rows: Vec<Option<Row>>) -> [Option<Row>; N] {
