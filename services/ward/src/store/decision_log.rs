@@ -10,15 +10,16 @@
 //! - A decision is answered only once its record is queued here; the queue is bounded, and
 //!   while it is full (the writer is behind or the database is failing) decisions are refused
 //!   (`UNAVAILABLE`, `DECISION_LOG_UNAVAILABLE`): Ward never answers a decision it cannot record.
-//! - Records are written in the order they were queued, in batches of up to [`BATCH`], with
-//!   asynchronous commit (like every decision record before). A failed batch is kept and
+//! - Records are written in the order they were queued, in batches of up to [`BATCH`] records
+//!   or [`LINGER`] of waiting, with asynchronous commit (like every decision record before). A failed batch is kept and
 //!   retried with backoff; nothing is dropped while the office runs.
 //! - [`DecisionLog::flush`] returns once everything queued before it is committed (listing the
 //!   audit flushes first, so a listing shows every decision answered before it was asked).
 //! - At shutdown, once serving has drained and the office's services are dropped, the writer
 //!   writes what remains and ends (the runtime awaits it within the grace period).
-//! - What can be lost: records still queued when the process is killed — the same few
-//!   milliseconds a crash of PostgreSQL could already cost with asynchronous commit.
+//! - What can be lost: records still queued when the process is killed — some tens of
+//!   milliseconds of decisions, the order of what a crash of PostgreSQL could already cost with
+//!   asynchronous commit.
 
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ use crate::error::{Result, WardError};
 pub const CAPACITY: usize = 8192;
 /// Records written by one statement at most.
 pub const BATCH: usize = 512;
+/// How long the first record of a batch waits for others.
+pub const LINGER: Duration = Duration::from_millis(10);
 
 /// One record: what `audit::record` would append.
 #[derive(Debug)]
@@ -90,14 +93,24 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
     let mut entries = Vec::with_capacity(BATCH);
     let mut flushed = Vec::new();
     while let Some(first) = rx.recv().await {
+        // Collect a batch: until it is full, a flush is asked for, the queue closes, or the
+        // first record has waited `LINGER` (so a quiet office still writes one statement per
+        // few records, not one per decision).
+        let deadline = tokio::time::Instant::now() + LINGER;
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
                 Message::Entry(e) => entries.push(e),
-                Message::Flush(done) => flushed.push(done),
+                Message::Flush(done) => {
+                    flushed.push(done);
+                    break;
+                }
             }
             if entries.len() < BATCH {
-                next = rx.try_recv().ok();
+                next = tokio::time::timeout_at(deadline, rx.recv())
+                    .await
+                    .ok()
+                    .flatten();
             }
         }
         let mut backoff = Duration::from_millis(50);
