@@ -142,7 +142,9 @@ pub(crate) fn check_use(
     let Some(next) = l.next_after(w, g) else {
         let consumed_later = l.later.iter().any(|&s| {
             state(w, s) == "consumed"
-                && super::scope::supersedes(w.recs[s].raw)
+                && w.recs[s]
+                    .f
+                    .supersedes
                     .is_some_and(|p| gr.is_referenced_by(&strip_reason(p)))
                 && w.recs[s]
                     .at(&["consumedBy"])

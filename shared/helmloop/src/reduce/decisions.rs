@@ -7,7 +7,6 @@ use super::codes::ReasonCode as C;
 use super::evidence::fresh_at;
 use super::lineage::{GrantLineage, PromotionLineages, state};
 use super::result::RecordStatus;
-use super::scope::supersedes;
 use super::{EvidenceFacts, ExecutionFacts, Outcome, Resolved, Work};
 use crate::digest::binding_digest;
 use crate::schema::RecordType as T;
@@ -304,8 +303,7 @@ fn acceptance_authorized(w: &Work<'_>, grants: &[GrantLineage<'_>], s: usize) ->
     if r.s(&["approverId"]) != w.owner {
         return false;
     }
-    let Some(Resolved::Found(req)) = supersedes(r.raw).map(|p| w.resolve(p, T::LearningSignal))
-    else {
+    let Some(Resolved::Found(req)) = r.f.supersedes.map(|p| w.resolve(p, T::LearningSignal)) else {
         return false;
     };
     let q = &w.recs[req];

@@ -16,20 +16,18 @@ use crate::value::Value;
 /// policy age cap (spec §4.4). Evidence is stale at and after it.
 pub(crate) fn expiry(w: &Work<'_>, e: usize) -> Millis {
     let r = &w.recs[e];
-    r.t(&["validUntil"]).min(
-        r.t(&["observedAt"])
-            .saturating_add(w.frame.c().evidence_max_age_ms),
-    )
+    r.f.valid_until
+        .min(r.f.observed.saturating_add(w.frame.c().evidence_max_age_ms))
 }
 
 /// Fresh at `at`: observed and issued no later than `at`, and `at` before expiry.
 pub(crate) fn fresh_at(w: &Work<'_>, e: usize, at: Millis) -> bool {
     let r = &w.recs[e];
-    r.t(&["observedAt"]) <= at && r.issued() <= at && at < expiry(w, e)
+    r.f.observed <= at && r.issued() <= at && at < expiry(w, e)
 }
 
 fn claim_of<'a>(w: &Work<'a>, e: usize) -> &'a str {
-    w.recs[e].s(&["criterionResult", "id"])
+    w.recs[e].f.criterion_id
 }
 
 pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFacts {
@@ -40,13 +38,10 @@ pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFact
         .unwrap_or_default();
     for e in w.eligible_of(T::EvidenceRecord) {
         let r = &w.recs[e];
-        let crit = (
-            r.s(&["criterionResult", "id"]),
-            r.s(&["criterionResult", "digest"]),
-        );
+        let crit = (r.f.criterion_id, r.f.criterion_digest);
         let criterion_ok = contract_criteria.contains(&crit);
         let agree = matches!(
-            (r.s(&["status"]), r.s(&["criterionResult", "conclusion"])),
+            (r.f.status, r.f.criterion_conclusion),
             ("supports", "MET") | ("contradicts", "NOT_MET") | ("unknown", "UNKNOWN")
         );
         if !criterion_ok {
@@ -72,7 +67,7 @@ pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFact
                 continue;
             }
             match r.status {
-                RecordStatus::Eligible if fresh_at(w, e, now) => match r.s(&["status"]) {
+                RecordStatus::Eligible if fresh_at(w, e, now) => match r.f.status {
                     "supports" => supports = true,
                     "contradicts" => contradicts = true,
                     _ => {}
@@ -164,7 +159,7 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
                 .all(|&e| w.recs[e].status != RecordStatus::Invalid);
         let after = found
             .iter()
-            .any(|&e| w.recs[e].t(&["observedAt"]) > decided || w.recs[e].issued() > decided);
+            .any(|&e| w.recs[e].f.observed > decided || w.recs[e].issued() > decided);
         let mut codes = Vec::new();
         if required_level != Some(required) {
             codes.push(C::AssuranceLevelMismatch);
@@ -212,7 +207,7 @@ fn level(
     let qualifies = |e: usize, claim: &str| {
         let r = &w.recs[e];
         claim_of(w, e) == claim
-            && r.s(&["status"]) == "supports"
+            && r.f.status == "supports"
             && r.status != RecordStatus::Invalid
             && (!current || r.status == RecordStatus::Eligible)
             && fresh_at(w, e, at)
@@ -229,17 +224,14 @@ fn level(
         l1 &= !q.is_empty();
         let pair = q.iter().enumerate().any(|(i, &a)| {
             q[i + 1..].iter().any(|&b| {
-                w.recs[a].s(&["source", "producer"]) != w.recs[b].s(&["source", "producer"])
+                w.recs[a].f.producer != w.recs[b].f.producer
                     && w.recs[a].s(&["provenance", "artifactDigest"])
                         != w.recs[b].s(&["provenance", "artifactDigest"])
             })
         });
         l2 &= pair;
     }
-    let producers: BTreeSet<&str> = evidence
-        .iter()
-        .map(|&e| w.recs[e].s(&["source", "producer"]))
-        .collect();
+    let producers: BTreeSet<&str> = evidence.iter().map(|&e| w.recs[e].f.producer).collect();
     let independent = !producers.contains(reviewer) && executor != Some(reviewer);
     match (l1, l2 && l1, independent) {
         (false, _, _) => 0,

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::codes::ReasonCode as C;
 use super::frame::string_set;
 use super::result::RecordStatus;
-use super::scope::supersedes;
 use super::{Resolved, Work};
 use crate::schema::RecordType as T;
 use crate::value::Value;
@@ -130,7 +129,7 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
             if state(w, s) == "consumed" {
                 consumed.push(s);
             }
-            let sup = supersedes(w.recs[s].raw);
+            let sup = w.recs[s].f.supersedes;
             if n == 1 {
                 if sup.is_some() || state(w, s) != "available" {
                     invalid_steps.push(s);
@@ -199,7 +198,7 @@ pub(crate) fn promotion_lineages(w: &mut Work<'_>) -> PromotionLineages {
             .unwrap_or(0)
     };
     for i in w.eligible_of(T::PromotionDecision) {
-        let sup = supersedes(w.recs[i].raw);
+        let sup = w.recs[i].f.supersedes;
         let n = dseq(w, i);
         let bound = match (n, sup) {
             (1, None) => true,
@@ -219,7 +218,7 @@ pub(crate) fn promotion_lineages(w: &mut Work<'_>) -> PromotionLineages {
         }
     }
     for i in w.eligible_of(T::PromotionDecision) {
-        if let Some(sup) = supersedes(w.recs[i].raw)
+        if let Some(sup) = w.recs[i].f.supersedes
             && let Resolved::Found(p) = w.resolve(sup, T::PromotionDecision)
         {
             w.recs[p].superseded = true;

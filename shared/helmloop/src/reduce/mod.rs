@@ -156,10 +156,94 @@ pub(crate) struct Rec<'a> {
     pub type_text: Option<&'a str>,
     pub id: Option<&'a str>,
     pub digest: Option<&'a str>,
+    /// `digest` parsed, when it is a well-formed digest.
+    pub declared: Option<Digest>,
     pub status: RecordStatus,
     pub reasons: BTreeSet<ReasonCode>,
     /// Replaced by an eligible successor (generic supersession).
     pub superseded: bool,
+    /// The members most stages read, looked up once in step 2.
+    pub f: Fields<'a>,
+}
+
+/// Members of a record that several stages read, found in one pass over the
+/// record's members while it is being verified (step 2), so later stages do
+/// not walk the value tree again for them. Each is exactly what the
+/// corresponding path lookup gives: `""` for an absent or non-string
+/// string, `Millis::MAX` for an absent or unparsable timestamp.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fields<'a> {
+    pub subject: Option<&'a Value>,
+    pub contract_ref: Option<&'a Value>,
+    /// The single `supersedes` predecessor reference (the first entry).
+    pub supersedes: Option<&'a Value>,
+    /// `status`.
+    pub status: &'a str,
+    pub revision_id: &'a str,
+    pub revision_digest: &'a str,
+    pub policy_id: &'a str,
+    pub policy_revision: &'a str,
+    pub policy_digest: &'a str,
+    /// `source.producer`.
+    pub producer: &'a str,
+    /// `criterionResult.id`, `.digest` and `.conclusion`.
+    pub criterion_id: &'a str,
+    pub criterion_digest: &'a str,
+    pub criterion_conclusion: &'a str,
+    pub issued: Millis,
+    pub observed: Millis,
+    pub valid_until: Millis,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn of(raw: &'a Value) -> Fields<'a> {
+        let mut f = Fields {
+            subject: None,
+            contract_ref: None,
+            supersedes: None,
+            status: "",
+            revision_id: "",
+            revision_digest: "",
+            policy_id: "",
+            policy_revision: "",
+            policy_digest: "",
+            producer: "",
+            criterion_id: "",
+            criterion_digest: "",
+            criterion_conclusion: "",
+            issued: Millis::MAX,
+            observed: Millis::MAX,
+            valid_until: Millis::MAX,
+        };
+        let Some(m) = raw.as_object() else {
+            return f;
+        };
+        let s = |v: &'a Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
+        let t = |v: &'a Value| v.as_str().and_then(parse_timestamp).unwrap_or(Millis::MAX);
+        for (k, v) in m.iter() {
+            match k {
+                "subject" => f.subject = Some(v),
+                "contractRef" => f.contract_ref = Some(v),
+                "supersedes" => f.supersedes = v.as_array().and_then(|a| a.first()),
+                "status" => f.status = v.as_str().unwrap_or(""),
+                "revision" => (f.revision_id, f.revision_digest) = (s(v, "id"), s(v, "digest")),
+                "policy" => {
+                    (f.policy_id, f.policy_revision, f.policy_digest) =
+                        (s(v, "id"), s(v, "revision"), s(v, "digest"))
+                }
+                "source" => f.producer = s(v, "producer"),
+                "criterionResult" => {
+                    (f.criterion_id, f.criterion_digest, f.criterion_conclusion) =
+                        (s(v, "id"), s(v, "digest"), s(v, "conclusion"))
+                }
+                "issuedAt" => f.issued = t(v),
+                "observedAt" => f.observed = t(v),
+                "validUntil" => f.valid_until = t(v),
+                _ => {}
+            }
+        }
+        f
+    }
 }
 
 impl<'a> Rec<'a> {
@@ -184,7 +268,7 @@ impl<'a> Rec<'a> {
     }
 
     pub fn issued(&self) -> Millis {
-        self.t(&["issuedAt"])
+        self.f.issued
     }
 
     pub fn is(&self, t: RecordType) -> bool {

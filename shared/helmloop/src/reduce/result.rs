@@ -223,10 +223,7 @@ pub(crate) fn finish(input: &Value, w: &Work<'_>, outcome: Outcome) -> Reduction
         .map(|r| RecordResult {
             record_type: r.type_text.map(str::to_owned),
             id: r.id.filter(|s| is_identifier(s)).map(str::to_owned),
-            digest: r
-                .digest
-                .filter(|d| Digest::parse(d).is_some())
-                .map(str::to_owned),
+            digest: r.digest.filter(|_| r.declared.is_some()).map(str::to_owned),
             body_digest: r.body_digest,
             status: r.status,
             reasons: sorted_codes(r.reasons.iter().copied().collect()),

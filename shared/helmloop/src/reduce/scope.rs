@@ -54,7 +54,7 @@ pub(crate) fn trust(w: &mut Work<'_>) {
         if !observation || !w.eligible(i) {
             continue;
         }
-        let producer = r.s(&["source", "producer"]);
+        let producer = r.f.producer;
         if !w.frame.c().trusted_producers.contains(&producer) {
             w.untrusted.insert(producer);
             w.flag(i, C::TrustUntrustedProducer);
@@ -102,13 +102,6 @@ pub(crate) fn typed_refs<'a>(raw: &'a Value, t: T) -> Vec<(&'a Value, Option<T>)
     out
 }
 
-/// The single `supersedes` predecessor reference of a record.
-pub(crate) fn supersedes(raw: &Value) -> Option<&Value> {
-    raw.get("supersedes")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-}
-
 /// Step 6: every reference of every eligible record is resolved by type and
 /// ID and checked by digest. A wrong type or digest makes the referencing
 /// record invalid; a missing contract or predecessor is unresolved (HOLD);
@@ -122,7 +115,7 @@ pub(crate) fn references(w: &mut Work<'_>) {
         }
         let raw = w.recs[i].raw;
         if t != T::OutcomeContract
-            && let Some(r) = raw.get("contractRef")
+            && let Some(r) = w.recs[i].f.contract_ref
         {
             match w.resolve(r, T::OutcomeContract) {
                 Resolved::TypeMismatch => w.flag(i, C::RefTypeMismatch),
@@ -134,7 +127,7 @@ pub(crate) fn references(w: &mut Work<'_>) {
                 Resolved::Found(_) => {}
             }
         }
-        if let Some(p) = supersedes(raw) {
+        if let Some(p) = w.recs[i].f.supersedes {
             let broken = if t == T::AuthorityGrant {
                 C::AuthorityLineageInvalid
             } else {
@@ -175,12 +168,11 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
         }
         let r = &w.recs[i];
         let c = w.frame.c();
-        let subject_ok = r.at(&["subject"]) == Some(c.subject);
-        let rev_id_ok = r.s(&["revision", "id"]) == c.revision_id;
-        let rev_digest_ok = r.s(&["revision", "digest"]) == c.revision_digest;
-        let pol_ok = r.s(&["policy", "id"]) == c.policy_id
-            && r.s(&["policy", "revision"]) == c.policy_revision;
-        let pol_digest_ok = r.s(&["policy", "digest"]) == c.policy_digest;
+        let subject_ok = r.f.subject == Some(c.subject);
+        let rev_id_ok = r.f.revision_id == c.revision_id;
+        let rev_digest_ok = r.f.revision_digest == c.revision_digest;
+        let pol_ok = r.f.policy_id == c.policy_id && r.f.policy_revision == c.policy_revision;
+        let pol_digest_ok = r.f.policy_digest == c.policy_digest;
         if !subject_ok {
             w.flag(i, C::RefSubjectMismatch);
         }
@@ -202,11 +194,11 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
         if t == T::AuthorityGrant || !w.eligible(i) {
             continue;
         }
-        let Some(p) = supersedes(w.recs[i].raw) else {
+        let Some(p) = w.recs[i].f.supersedes else {
             continue;
         };
         if let super::Resolved::Found(p) = w.resolve(p, t) {
-            if w.recs[p].at(&["subject"]) != w.recs[i].at(&["subject"]) {
+            if w.recs[p].f.subject != w.recs[i].f.subject {
                 w.flag(i, C::SupersessionInvalid);
             } else if w.recs[i].issued() < w.recs[p].issued() {
                 let code = if t == T::PromotionDecision {
@@ -238,7 +230,7 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
         if t == T::OutcomeContract || !w.eligible(i) {
             continue;
         }
-        let Some(r) = w.recs[i].raw.get("contractRef") else {
+        let Some(r) = w.recs[i].f.contract_ref else {
             continue;
         };
         if let Resolved::Found(c) = w.resolve(r, T::OutcomeContract) {
@@ -275,7 +267,7 @@ fn propagate_supersession(w: &mut Work<'_>, types: &[T]) {
             if !w.eligible(i) {
                 continue;
             }
-            let Some(p) = supersedes(w.recs[i].raw) else {
+            let Some(p) = w.recs[i].f.supersedes else {
                 continue;
             };
             if let Resolved::Found(p) = w.resolve(p, t)
@@ -299,7 +291,7 @@ fn mark_superseded(w: &mut Work<'_>, types: &[T]) {
         if !w.eligible(i) {
             continue;
         }
-        if let Some(p) = supersedes(w.recs[i].raw)
+        if let Some(p) = w.recs[i].f.supersedes
             && let Resolved::Found(p) = w.resolve(p, t)
         {
             w.recs[p].superseded = true;

@@ -73,16 +73,19 @@ pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
             type_text: None,
             id: None,
             digest: None,
+            declared: None,
             status: RecordStatus::Eligible,
             reasons: BTreeSet::new(),
             superseded: false,
+            f: super::Fields::of(raw),
         };
         let type_text = raw.get("recordType").and_then(Value::as_str);
         rec.type_text = type_text.filter(|t| RecordType::from_name(t).is_some());
         rec.rtype = type_text.and_then(RecordType::from_name);
         rec.id = raw.get("id").and_then(Value::as_str);
         rec.digest = raw.get("digest").and_then(Value::as_str);
-        for code in verdict(raw, record_digest) {
+        rec.declared = rec.digest.and_then(Digest::parse);
+        for code in verdict(raw, rec.declared, record_digest) {
             rec.reasons.insert(code);
             if code.is_reject() {
                 rec.status = RecordStatus::Invalid;
@@ -109,8 +112,9 @@ pub(crate) fn verify_and_fold(w: &mut Work<'_>) {
     w.build_index();
 }
 
-/// Version check, entry schema and record digest (`recomputed`) of one body.
-fn verdict(raw: &Value, recomputed: Digest) -> Vec<ReasonCode> {
+/// Version check, entry schema and record digest (`declared`, as parsed,
+/// against `recomputed`) of one body.
+fn verdict(raw: &Value, declared: Option<Digest>, recomputed: Digest) -> Vec<ReasonCode> {
     // Fast path: a current-version record of a known type that its entry
     // schema accepts needs only the digest and timestamp checks; anything
     // else goes through `validate_record` for the complete issue list.
@@ -123,10 +127,6 @@ fn verdict(raw: &Value, recomputed: Digest) -> Vec<ReasonCode> {
     if let (true, Some(t)) = (version_ok, shape)
         && schema::is_valid_value(Shape::Record(t), raw)
     {
-        let declared = raw
-            .get("digest")
-            .and_then(Value::as_str)
-            .and_then(Digest::parse);
         let mut out = Vec::new();
         if declared != Some(recomputed) {
             out.push(ReasonCode::RecordDigestMismatch);
