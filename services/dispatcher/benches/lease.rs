@@ -192,7 +192,7 @@ fn main() {
     runtime.block_on(async {
         println!(
             "lease bench: {WARMUP} warm-up, then {SECONDS} s per case (closed loop c=1, c=32; open loop {RATE}/s); \
-             each lease = Ward decision + candidate snapshot + fresh HTTP probe + observation write + guarded insert; \
+             each lease = Ward decision (overlapping the candidate snapshot) + fresh HTTP probe + one statement writing observation, lease and event; \
              each release = Ward decision + guarded update"
         );
         for capabilities in [10, 1000] {

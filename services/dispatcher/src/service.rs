@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::config::Settings;
 use crate::domain::decision::{Decision, Fresh, Record, Unavailable, decide, precheck};
-use crate::domain::demand::{Demand, Matched, matching, order};
+use crate::domain::demand::{Admission, Demand, Matched, matching, order};
 use crate::domain::observation::{Observed, Phase, settle};
 use crate::domain::registry::{Animator, Capability};
 use crate::error::{DispatcherError, Result};
@@ -60,6 +60,31 @@ pub enum LeaseOutcome {
     },
 }
 
+/// The read-only half of a lease request, done.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// Answered without a probe (no candidate, unknown or incompatible key, precheck).
+    Answered(LeaseOutcome),
+    /// The chosen record and its animator's admission as captured before the probe.
+    Chosen {
+        key: String,
+        captured: Option<Admission>,
+    },
+}
+
+fn unavailable(
+    reason: Unavailable,
+    cap: Option<&Capability>,
+    observed: Option<Observed>,
+) -> LeaseOutcome {
+    LeaseOutcome::Unavailable {
+        reason,
+        capability_key: cap.map(|c| c.key_text.clone()).unwrap_or_default(),
+        animator: cap.map(|c| c.animator().to_owned()).unwrap_or_default(),
+        observed,
+    }
+}
+
 /// Fresh observations of one animator.
 #[derive(Debug, Clone)]
 pub struct AnimatorObserved {
@@ -80,33 +105,20 @@ impl Service {
         Arc::new(Service { settings, pool })
     }
 
-    /// Typed demand → candidates → deterministic order → fresh probe of the chosen record →
-    /// decision table → registration under the admission generation captured before the probe.
-    pub async fn lease(
-        self: &Arc<Self>,
-        principal_id: &str,
-        cmd: &LeaseCommand,
-    ) -> Result<LeaseOutcome> {
+    /// The read-only half of a lease request: typed demand → candidates → deterministic order
+    /// on the cached snapshot → the chosen record (with the admission generation captured
+    /// before its probe), or an answer that needs no probe. It probes and writes nothing, so it
+    /// may overlap the caller's authorization.
+    pub async fn prepare(&self, demand: &Demand) -> Result<Prepared> {
         let reg = &self.settings.registry;
-        let unavailable = |reason, cap: Option<&Capability>, observed| LeaseOutcome::Unavailable {
-            reason,
-            capability_key: cap.map(|c| c.key_text.clone()).unwrap_or_default(),
-            animator: cap.map(|c| c.animator().to_owned()).unwrap_or_default(),
-            observed,
-        };
-        let candidates = match matching(reg, &cmd.demand) {
+        let answered = |reason, cap| Ok(Prepared::Answered(unavailable(reason, cap, None)));
+        let candidates = match matching(reg, demand) {
             Matched::Candidates(c) => c,
-            Matched::ExactUnknown => {
-                return Ok(unavailable(Unavailable::CapabilityUnknown, None, None));
-            }
+            Matched::ExactUnknown => return answered(Unavailable::CapabilityUnknown, None),
             Matched::ExactIncompatible(c) => {
-                return Ok(unavailable(
-                    Unavailable::CapabilityIncompatible,
-                    Some(c),
-                    None,
-                ));
+                return answered(Unavailable::CapabilityIncompatible, Some(c));
             }
-            Matched::None => return Ok(unavailable(Unavailable::NoCandidate, None, None)),
+            Matched::None => return answered(Unavailable::NoCandidate, None),
         };
         let mut animators: Vec<String> =
             candidates.iter().map(|c| c.animator().to_owned()).collect();
@@ -114,25 +126,56 @@ impl Service {
         animators.dedup();
         let snap = observations::snapshot(&self.pool, &animators).await?;
         let chosen = order(reg, &snap, candidates)[0];
+        if let Some(u) = precheck(self.record_of(chosen)) {
+            return answered(u, Some(chosen));
+        }
+        Ok(Prepared::Chosen {
+            key: chosen.key_text.clone(),
+            captured: snap.admission_of(chosen.animator()),
+        })
+    }
+
+    /// The effectful half, once the caller is allowed: a fresh probe of the chosen record →
+    /// the decision table → the observation recorded, together with the lease and its dispatch
+    /// event when granted (one statement, under the generation captured before the probe). It
+    /// runs in its own task, so a caller that goes away leaves nothing half-done: the probe is
+    /// recorded either way, and a lease it no longer hears of expires with its TTL.
+    pub async fn issue(
+        self: &Arc<Self>,
+        principal_id: &str,
+        cmd: &LeaseCommand,
+        key: String,
+        captured: Option<Admission>,
+    ) -> Result<LeaseOutcome> {
+        let this = self.clone();
+        let principal_id = principal_id.to_owned();
+        let cmd = cmd.clone();
+        let task =
+            tokio::spawn(async move { this.issue_now(&principal_id, &cmd, &key, captured).await });
+        task.await.unwrap_or(Err(DispatcherError::Conflict))
+    }
+
+    async fn issue_now(
+        &self,
+        principal_id: &str,
+        cmd: &LeaseCommand,
+        key: &str,
+        captured: Option<Admission>,
+    ) -> Result<LeaseOutcome> {
+        let reg = &self.settings.registry;
+        let chosen = reg
+            .capability(key)
+            .expect("invariant: the chosen key is declared");
         let animator = reg
             .animator(chosen.animator())
             .expect("invariant: every capability's animator is declared");
-        let record = Record {
-            source: animator.source,
-            dedicated: animator.dedicated,
-            surface_executable: chosen.surface_executable(),
-        };
-        if let Some(u) = precheck(record) {
-            return Ok(unavailable(u, Some(chosen), None));
-        }
-        // Captured before the probe; registration re-checks it under lock.
-        let captured = snap.admission_of(chosen.animator());
+        let record = self.record_of(chosen);
         let open = captured.is_some_and(|a| a.is_open());
         let mut reprobed = false;
         let (decision, observed) = loop {
             let (obs, failure) = self
-                .observe_keys(&animator.name, std::slice::from_ref(&chosen.key_text))
-                .await?;
+                .probe_keys(animator, std::slice::from_ref(&chosen.key_text))
+                .await;
             let observed = obs
                 .get(&chosen.key_text)
                 .cloned()
@@ -143,7 +186,10 @@ impl Service {
                 reprobed,
             };
             match decide(record, fresh, open) {
-                Decision::Reprobe => reprobed = true,
+                Decision::Reprobe => {
+                    observations::record(&self.pool, &animator.name, &obs).await?;
+                    reprobed = true;
+                }
                 d => break (d, observed),
             }
         };
@@ -152,61 +198,95 @@ impl Service {
             animator: animator.name.clone(),
             ready_estimate_seconds: animator.ready_estimate_seconds,
         };
-        match decision {
-            Decision::Unavailable(u) => Ok(unavailable(u, Some(chosen), Some(observed))),
-            Decision::TransitionRequired => Ok(transition()),
-            Decision::Reprobe => unreachable!("invariant: the loop above never breaks on Reprobe"),
-            Decision::Grant => {
-                let Some(captured) = captured else {
-                    return Ok(transition());
-                };
-                let id = Uuid::new_v4();
-                let registered = leases::register(
-                    &self.pool,
-                    &NewLease {
-                        id,
-                        key: &chosen.key,
-                        key_text: &chosen.key_text,
-                        holder: &cmd.holder,
-                        principal_id,
-                        run_id: &cmd.run_id,
-                        attempt_id: &cmd.attempt_id,
-                        priority: i16::try_from(cmd.priority).unwrap_or(i16::MAX),
-                        ttl_seconds: i32::try_from(cmd.ttl_seconds).unwrap_or(i32::MAX),
-                        generation: captured.generation,
-                    },
-                )
-                .await?;
-                match registered {
-                    // A drain closed (or closed and reopened) during issue: only this race is
-                    // translated into the transition signal; nothing was written.
-                    Registered::Raced => {
-                        tracing::info!(animator = %animator.name, "admission changed during issue");
-                        Ok(transition())
+        let captured = match (decision, captured) {
+            (Decision::Grant, Some(captured)) => captured,
+            _ => {
+                let one = BTreeMap::from([(chosen.key_text.clone(), observed.clone())]);
+                observations::record(&self.pool, &animator.name, &one).await?;
+                return Ok(match decision {
+                    Decision::Unavailable(u) => unavailable(u, Some(chosen), Some(observed)),
+                    Decision::Grant | Decision::TransitionRequired => transition(),
+                    Decision::Reprobe => {
+                        unreachable!("invariant: the loop above never breaks on Reprobe")
                     }
-                    Registered::Granted {
-                        issued_at,
-                        expires_at,
-                        generation,
-                        sequence,
-                    } => {
-                        tracing::info!(
-                            lease_id = %id, animator = %animator.name, sequence, "lease granted"
-                        );
-                        Ok(LeaseOutcome::Granted(Box::new(Granted {
-                            lease_id: id,
-                            capability: chosen.clone(),
-                            animator: animator.clone(),
-                            issued_at,
-                            expires_at,
-                            generation,
-                            holder: cmd.holder.clone(),
-                            priority: cmd.priority,
-                        })))
-                    }
-                }
+                });
+            }
+        };
+        let id = Uuid::new_v4();
+        let registered = leases::register(
+            &self.pool,
+            &NewLease {
+                id,
+                key: &chosen.key,
+                key_text: &chosen.key_text,
+                holder: &cmd.holder,
+                principal_id,
+                run_id: &cmd.run_id,
+                attempt_id: &cmd.attempt_id,
+                priority: i16::try_from(cmd.priority).unwrap_or(i16::MAX),
+                ttl_seconds: i32::try_from(cmd.ttl_seconds).unwrap_or(i32::MAX),
+                generation: captured.generation,
+                observed: &observed,
+            },
+        )
+        .await?;
+        match registered {
+            // A drain closed (or closed and reopened) during issue: only this race is
+            // translated into the transition signal; no lease or event was written.
+            Registered::Raced => {
+                tracing::info!(animator = %animator.name, "admission changed during issue");
+                Ok(transition())
+            }
+            Registered::Granted {
+                issued_at,
+                expires_at,
+                generation,
+                sequence,
+            } => {
+                tracing::info!(
+                    lease_id = %id, animator = %animator.name, sequence, "lease granted"
+                );
+                Ok(LeaseOutcome::Granted(Box::new(Granted {
+                    lease_id: id,
+                    capability: chosen.clone(),
+                    animator: animator.clone(),
+                    issued_at,
+                    expires_at,
+                    generation,
+                    holder: cmd.holder.clone(),
+                    priority: cmd.priority,
+                })))
             }
         }
+    }
+
+    fn record_of(&self, c: &Capability) -> Record {
+        let animator = self
+            .settings
+            .registry
+            .animator(c.animator())
+            .expect("invariant: every capability's animator is declared");
+        Record {
+            source: animator.source,
+            dedicated: animator.dedicated,
+            surface_executable: c.surface_executable(),
+        }
+    }
+
+    /// Probe `keys` of `animator` (nothing recorded).
+    async fn probe_keys(
+        &self,
+        animator: &Animator,
+        keys: &[String],
+    ) -> (BTreeMap<String, Observed>, Option<String>) {
+        let reg = &self.settings.registry;
+        let caps: Vec<&Capability> = keys.iter().filter_map(|k| reg.capability(k)).collect();
+        let result = crate::probe::probe(&self.settings.probe, animator, &caps).await;
+        let (obs, failure) = settle(keys, result);
+        if let Some(code) = &failure {
+            tracing::warn!(animator = %animator.name, code = %code, "probe failed; observations invalidated");
+        }
+        (obs, failure)
     }
 
     /// Probe `keys` of `animator` and record the result (or the invalidation) before
@@ -216,28 +296,21 @@ impl Service {
         self: &Arc<Self>,
         animator: &str,
         keys: &[String],
-    ) -> Result<(BTreeMap<String, Observed>, Option<String>)> {
+    ) -> Result<Option<String>> {
         let this = self.clone();
         let animator = animator.to_owned();
         let keys = keys.to_vec();
         let task = tokio::spawn(async move {
-            let reg = &this.settings.registry;
-            let a = reg
+            let a = this
+                .settings
+                .registry
                 .animator(&animator)
                 .expect("invariant: observed animators are declared");
-            let caps: Vec<&Capability> = keys.iter().filter_map(|k| reg.capability(k)).collect();
-            let result = crate::probe::probe(&this.settings.probe, a, &caps).await;
-            let (obs, failure) = settle(&keys, result);
-            if let Some(code) = &failure {
-                tracing::warn!(animator = %animator, code = %code, "probe failed; observations invalidated");
-            }
+            let (obs, failure) = this.probe_keys(a, &keys).await;
             observations::record(&this.pool, &animator, &obs).await?;
-            Ok::<_, DispatcherError>((obs, failure))
+            Ok::<_, DispatcherError>(failure)
         });
-        match task.await {
-            Ok(r) => r,
-            Err(_) => Err(DispatcherError::Conflict),
-        }
+        task.await.unwrap_or(Err(DispatcherError::Conflict))
     }
 
     /// Probe every declared capability of each animator now (all animators when empty).
@@ -251,7 +324,7 @@ impl Service {
         let probes = names.iter().map(|name| {
             let keys = reg.keys_of(name).to_vec();
             async move {
-                let (_, failure) = self.observe_keys(name, &keys).await?;
+                let failure = self.observe_keys(name, &keys).await?;
                 Ok::<_, DispatcherError>((name.clone(), keys, failure))
             }
         });

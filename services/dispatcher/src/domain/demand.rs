@@ -40,12 +40,14 @@ fn satisfies(reg: &Registry, cap: &Capability, d: &Demand) -> bool {
     if d.family.is_some_and(|f| cap.family() != f) {
         return false;
     }
-    if let Some(m) = &d.model {
+    if let Some(m) = &d.model
+        && cap.key.model_id != *m
+    {
         let by_alias = reg
             .animator(cap.animator())
             .and_then(|a| a.aliases.get(m))
             .is_some_and(|target| *target == cap.key.model_id);
-        if cap.key.model_id != *m && !by_alias {
+        if !by_alias {
             return false;
         }
     }
@@ -148,7 +150,7 @@ pub fn order<'r>(
     snap: &Snapshot,
     mut candidates: Vec<&'r Capability>,
 ) -> Vec<&'r Capability> {
-    candidates.sort_by(|a, b| order_key(reg, snap, a).cmp(&order_key(reg, snap, b)));
+    candidates.sort_by_cached_key(|c| order_key(reg, snap, c));
     candidates
 }
 

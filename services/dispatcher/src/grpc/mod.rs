@@ -15,7 +15,7 @@ use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
 use crate::error::DispatcherError;
-use crate::service::{LeaseOutcome, Service};
+use crate::service::{LeaseOutcome, Prepared, Service};
 use crate::store;
 
 pub struct DispatcherService {
@@ -91,13 +91,31 @@ impl Dispatcher for DispatcherService {
             Some(k) if !k.is_empty() => format!("capability:{k}"),
             _ => "capability:*".to_owned(),
         };
-        let principal = self
-            .ctx
-            .authorize(&request, "dispatcher:lease", &object)
-            .await?;
-        let cmd = convert::lease_request(request.into_inner(), &self.service.settings.ttl)
-            .map_err(err)?;
-        let outcome = self.service.lease(&principal.id, &cmd).await.map_err(err)?;
+        let (metadata, extensions, message) = request.into_parts();
+        let asking = Request::from_parts(metadata, extensions, ());
+        let cmd = convert::lease_request(message, &self.service.settings.ttl);
+        // The read-only half overlaps the caller's authorization; its answer is used only
+        // once the caller is allowed (and an invalid request is refused only then).
+        let (principal, prepared) = tokio::join!(
+            self.ctx.authorize(&asking, "dispatcher:lease", &object),
+            async {
+                match &cmd {
+                    Ok(c) => Some(self.service.prepare(&c.demand).await),
+                    Err(_) => None,
+                }
+            }
+        );
+        let principal = principal?;
+        let cmd = cmd.map_err(err)?;
+        let outcome = match prepared.expect("invariant: a valid request was prepared") {
+            Ok(Prepared::Answered(outcome)) => outcome,
+            Ok(Prepared::Chosen { key, captured }) => self
+                .service
+                .issue(&principal.id, &cmd, key, captured)
+                .await
+                .map_err(err)?,
+            Err(e) => return Err(err(e)),
+        };
         use pb::lease_response::Outcome;
         let outcome = match outcome {
             LeaseOutcome::Granted(g) => Outcome::Granted(pb::Grant {

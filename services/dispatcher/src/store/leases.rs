@@ -8,7 +8,9 @@ use uuid::Uuid;
 
 use crate::domain::key::CapabilityKey;
 use crate::domain::lease::LeaseState;
+use crate::domain::observation::Observed;
 use crate::error::{DispatcherError, Result};
+use crate::store::observations::REPLACE;
 
 /// A lease to register.
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub struct NewLease<'a> {
     pub ttl_seconds: i32,
     /// The animator's admission generation captured before the probe.
     pub generation: i64,
+    /// The fresh observation the grant was decided on (recorded whether or not the lease is).
+    pub observed: &'a Observed,
 }
 
 /// Outcome of a registration.
@@ -40,16 +44,23 @@ pub enum Registered {
     Raced,
 }
 
-/// Register a lease and its dispatch event, only if the animator's admission is still open at
-/// the captured generation.
+/// Record the fresh observation of the leased key, and register the lease and its dispatch
+/// event only if the animator's admission is still open at the captured generation.
 pub async fn register(pool: &PgPool, l: &NewLease<'_>) -> Result<Registered> {
-    // One statement (READ COMMITTED, autocommit). Lock order: the animator's admission row
-    // FOR SHARE first — CloseAdmission/ReopenAdmission take it FOR UPDATE, so a close either
-    // waits for this lease to commit (and its drain then counts it) or commits first, in which
-    // case the row is re-checked at its new version, fails the guard, and nothing is written.
-    // Issue and expiry times come from the database clock.
-    let row = sqlx::query(
-        "WITH adm AS (
+    // One statement (READ COMMITTED, autocommit). The observation is written whatever the
+    // guard decides (a data-modifying CTE runs whether or not it is read); it locks only its
+    // own observations row, which no statement locks together with admission. Lock order for
+    // the lease: the animator's admission row FOR SHARE first — CloseAdmission and
+    // ReopenAdmission take it FOR UPDATE, so a close either waits for this lease to commit
+    // (and its drain then counts it) or commits first, in which case the row is re-checked at
+    // its new version, fails the guard, and no lease or event is written. Issue and expiry
+    // times come from the database clock.
+    let row = sqlx::query(&format!(
+        "WITH observed AS (
+             INSERT INTO observations (capability_key, animator, phase, reason, observed_at)
+             VALUES ($4, $1, $13, $14, now())
+             {REPLACE}
+         ), adm AS (
              SELECT animator, generation FROM admission
               WHERE animator = $1 AND generation = $2 AND open_closures = 0
                 FOR SHARE
@@ -70,8 +81,8 @@ pub async fn register(pool: &PgPool, l: &NewLease<'_>) -> Result<Registered> {
              RETURNING sequence
          )
          SELECT lease.issued_at, lease.expires_at, lease.admission_generation, event.sequence
-           FROM lease, event",
-    )
+           FROM lease, event"
+    ))
     .bind(&l.key.animator)
     .bind(l.generation)
     .bind(l.id)
@@ -84,6 +95,8 @@ pub async fn register(pool: &PgPool, l: &NewLease<'_>) -> Result<Registered> {
     .bind(l.attempt_id)
     .bind(l.priority)
     .bind(l.ttl_seconds)
+    .bind(l.observed.phase.as_str())
+    .bind(l.observed.reason.as_str())
     .fetch_optional(pool)
     .await?;
     match row {

@@ -10,10 +10,13 @@ use crate::domain::demand::{Admission, Snapshot};
 use crate::domain::observation::{Observed, Phase};
 use crate::error::Result;
 
+/// animator, generation, open_closures, then one cached key and its phase (if any).
+type SnapshotRow = (String, i64, i32, Option<String>, Option<String>);
+
 /// Admission of `animators` and the cached phases of all their keys, in one read
 /// (READ COMMITTED, no locks: the generation read here is re-checked under lock at issue).
 pub async fn snapshot(pool: &PgPool, animators: &[String]) -> Result<Snapshot> {
-    let rows = sqlx::query(
+    let rows: Vec<SnapshotRow> = sqlx::query_as(
         "SELECT a.animator, a.generation, a.open_closures, o.capability_key, o.phase
            FROM admission a LEFT JOIN observations o ON o.animator = a.animator
           WHERE a.animator = ANY($1::text[])",
@@ -22,24 +25,24 @@ pub async fn snapshot(pool: &PgPool, animators: &[String]) -> Result<Snapshot> {
     .fetch_all(pool)
     .await?;
     let mut snap = Snapshot::default();
-    for r in rows {
-        let animator: String = r.try_get("animator")?;
-        snap.admission.insert(
-            animator,
-            Admission {
-                generation: r.try_get("generation")?,
-                open_closures: r.try_get("open_closures")?,
-            },
-        );
-        let key: Option<String> = r.try_get("capability_key")?;
-        let phase: Option<String> = r.try_get("phase")?;
+    for (animator, generation, open_closures, key, phase) in rows {
         if let (Some(k), Some(p)) = (key, phase) {
             snap.cached
                 .insert(k, Phase::parse(&p).unwrap_or(Phase::Unknown));
         }
+        // An animator has a row per cached key: its admission is taken once.
+        snap.admission.entry(animator).or_insert(Admission {
+            generation,
+            open_closures,
+        });
     }
     Ok(snap)
 }
+
+/// The tail of an insert into `observations` that replaces the cached row of its key.
+pub(crate) const REPLACE: &str = "ON CONFLICT (capability_key) DO UPDATE
+            SET animator = excluded.animator, phase = excluded.phase,
+                reason = excluded.reason, observed_at = excluded.observed_at";
 
 /// Replace the cached observations of `animator`'s keys in `obs` as one statement.
 pub async fn record(pool: &PgPool, animator: &str, obs: &BTreeMap<String, Observed>) -> Result<()> {
@@ -49,13 +52,11 @@ pub async fn record(pool: &PgPool, animator: &str, obs: &BTreeMap<String, Observ
     let keys: Vec<&str> = obs.keys().map(String::as_str).collect();
     let phases: Vec<&str> = obs.values().map(|o| o.phase.as_str()).collect();
     let reasons: Vec<&str> = obs.values().map(|o| o.reason.as_str()).collect();
-    sqlx::query(
+    sqlx::query(&format!(
         "INSERT INTO observations (capability_key, animator, phase, reason, observed_at)
          SELECT k, $1, p, r, now() FROM unnest($2::text[], $3::text[], $4::text[]) AS t (k, p, r)
-         ON CONFLICT (capability_key) DO UPDATE
-            SET animator = excluded.animator, phase = excluded.phase,
-                reason = excluded.reason, observed_at = excluded.observed_at",
-    )
+         {REPLACE}"
+    ))
     .bind(animator)
     .bind(&keys)
     .bind(&phases)
