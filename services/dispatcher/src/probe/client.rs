@@ -1,4 +1,5 @@
-//! The readiness HTTP client. One fresh connection per probe, its GETs in sequence on it: no
+//! The readiness HTTP client. One fresh connection per probe, its GETs in sequence on it, reset
+//! (not lingering in TIME_WAIT) when the probe is done: no
 //! proxy (the client never reads proxy settings — it connects to the declared host itself), no
 //! redirects (a 3xx is answered as a status and refused by the adapters), no retries, a timeout
 //! per GET and a bound on the response body.
@@ -122,6 +123,11 @@ impl Connection<'_> {
                     Err(_) => return Err(FetchError::Connect),
                 };
                 let _ = stream.set_nodelay(true);
+                // Closed by an abortive close (RST) when the probe drops it — every response it
+                // wanted is read by then — so probes leave no TIME_WAIT behind: at hundreds of
+                // probes a second, TIME_WAIT sockets would exhaust the ephemeral ports towards
+                // one runtime within a minute (the practice of load-balancer health checks).
+                let _ = stream.set_zero_linger();
                 let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
                     .await
                     .map_err(|_| FetchError::Protocol)?;

@@ -9,6 +9,23 @@ use lychd_testkit::simllama::{RouterStatus, SimLlama, SimModel};
 
 use crate::common::*;
 
+/// Sockets in TIME_WAIT (state 06 of `/proc/net/tcp`) with the port of `endpoint` on either
+/// side.
+fn time_wait_with(endpoint: &str) -> usize {
+    let port = endpoint.rsplit(':').next().expect("endpoint has a port");
+    let port: u16 = port.trim_end_matches('/').parse().expect("numeric port");
+    let port = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .expect("/proc/net/tcp is readable")
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[3] == "06" && (f[1].ends_with(&port) || f[2].ends_with(&port))
+        })
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn router_mode_observes_each_model_individually() {
     let sim = SimLlama::start().await;
@@ -30,6 +47,11 @@ async fn router_mode_observes_each_model_individually() {
         (sim.requests(), sim.connections()),
         (2, 1),
         "health and inventory over one fresh connection"
+    );
+    assert_eq!(
+        time_wait_with(&sim.endpoint()),
+        0,
+        "the probe's connection is reset, not left in TIME_WAIT"
     );
     let p = |k: &str| phase_of(&obs, &format!("router:chat:{k}"));
     assert_eq!(p("a").0, pb::Phase::Warm);
