@@ -8,6 +8,7 @@ mod offices;
 mod roles;
 mod shutdown;
 mod telemetry;
+mod testkit;
 
 use std::process::Output;
 

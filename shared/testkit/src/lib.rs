@@ -14,7 +14,7 @@ mod process;
 pub use lychd_simllama as simllama;
 mod spawn;
 
-pub use pg::{TestDb, cluster_dir, test_db, test_db_unmigrated};
+pub use pg::{TestDb, cluster_dir, collect_garbage, test_db, test_db_unmigrated};
 pub use process::{
     OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
 };

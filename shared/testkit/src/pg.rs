@@ -70,6 +70,9 @@ struct Server {
     host: String,
     port: u16,
     admin_url: String,
+    /// The test kit's own local cluster (not one named by `LYCHD_TEST_DATABASE_URL`): only
+    /// there are the processes that created its databases visible in `/proc`.
+    own: bool,
 }
 
 static SERVER: OnceLock<Server> = OnceLock::new();
@@ -90,6 +93,7 @@ fn start_server() -> Result<Server, String> {
             host: opts.get_host().to_owned(),
             port: opts.get_port(),
             admin_url: url,
+            own: false,
         });
     }
     if std::env::var("LYCHD_TEST_CONTAINERS").as_deref() == Ok("1") {
@@ -128,6 +132,7 @@ fn start_server() -> Result<Server, String> {
         host: "127.0.0.1".into(),
         port,
         admin_url: lychd_pg::superuser_url(port, "postgres"),
+        own: true,
     })
 }
 
@@ -203,8 +208,75 @@ async fn template() -> String {
     name
 }
 
+/// `t_<pid>_<uuid>`: the creating process is part of the name, so that databases left behind by
+/// processes that are gone can be found.
 fn new_name() -> String {
-    format!("t_{}", uuid::Uuid::new_v4().simple())
+    format!("t_{}_{}", std::process::id(), uuid::Uuid::new_v4().simple())
+}
+
+/// Is the process that created test database `name` still running? Names without a process
+/// (an older scheme) have none.
+fn creator_alive(name: &str) -> bool {
+    name.strip_prefix("t_")
+        .and_then(|rest| rest.split_once('_'))
+        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Drop the test databases of processes that are gone (finished or killed tests and benches,
+/// of this run or earlier ones). The cluster outlives runs by design; without this it kept
+/// every test's database, and autovacuum's visits to hundreds of idle databases were a steady
+/// background load (the lease bench's p99 at 500 calls/s was 30–40 % higher with 280 of them).
+/// Only on the test kit's own cluster; returns how many it dropped.
+pub async fn collect_garbage() -> usize {
+    if !server().own {
+        return 0;
+    }
+    let mut admin = admin().await;
+    sqlx::query("SELECT pg_advisory_lock(7375)")
+        .execute(&mut admin)
+        .await
+        .expect("advisory lock");
+    let dropped = drop_orphans(&mut admin).await;
+    let _ = sqlx::query("SELECT pg_advisory_unlock(7375)")
+        .execute(&mut admin)
+        .await;
+    dropped
+}
+
+/// [`collect_garbage`] once per process, skipped while another process collects.
+async fn collect_garbage_once(admin: &mut PgConnection) {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    if !server().own || ONCE.set(()).is_err() {
+        return;
+    }
+    let collector: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(7375)")
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap_or(false);
+    if collector {
+        drop_orphans(admin).await;
+        let _ = sqlx::query("SELECT pg_advisory_unlock(7375)")
+            .execute(&mut *admin)
+            .await;
+    }
+}
+
+async fn drop_orphans(admin: &mut PgConnection) -> usize {
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 't\\_%'")
+            .fetch_all(&mut *admin)
+            .await
+            .unwrap_or_default();
+    let mut dropped = 0;
+    for name in names.iter().filter(|n| !creator_alive(n)) {
+        // Best effort: a database that cannot be dropped now is tried again by a later process.
+        let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+        if sqlx::raw_sql(&sql).execute(&mut *admin).await.is_ok() {
+            dropped += 1;
+        }
+    }
+    dropped
 }
 
 /// A fresh database with every office provisioned and migrated (copied from a template).
@@ -213,6 +285,7 @@ pub async fn test_db() -> TestDb {
     let s = server();
     let name = new_name();
     let mut admin = admin().await;
+    collect_garbage_once(&mut admin).await;
     sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\" TEMPLATE \"{tpl}\""))
         .execute(&mut admin)
         .await
