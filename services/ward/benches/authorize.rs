@@ -3,7 +3,8 @@
 //! run on the same pool — `SELECT 1` (one round trip, no decision, no audit).
 //!
 //! `cargo bench -p lychd-ward --bench authorize` (`WARD_BENCH_DECISIONS` sets the count per
-//! concurrency level; default 4000). The gRPC-level benchmark lives with the auth layer.
+//! concurrency level; default 4000). The gRPC-level benchmark is
+//! `cargo bench -p lychd-e2e --bench authorize`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
