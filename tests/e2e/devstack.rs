@@ -84,10 +84,9 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         0o600
     );
 
-    operator_leases_the_simulated_model_with_grpcurl(
-        &endpoints["dispatcher"],
-        std::fs::read_to_string(&token).expect("token").trim(),
-    );
+    let token = std::fs::read_to_string(&token).expect("token");
+    every_office_sees_its_peers_serving(&endpoints, token.trim());
+    operator_leases_the_simulated_model_with_grpcurl(&endpoints["dispatcher"], token.trim());
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id().expect("pid") as i32),
@@ -119,6 +118,39 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
             tokio::net::TcpStream::connect(addr).await.is_err(),
             "{addr} still listening"
         );
+    }
+}
+
+/// `Describe` with peers on every office, Ward included (each calls its peers with its own
+/// service session, so a refused or missing credential shows as a peer not SERVING).
+fn every_office_sees_its_peers_serving(endpoints: &BTreeMap<String, String>, token: &str) {
+    let bearer = format!("authorization: Bearer {token}");
+    for office in Office::ALL {
+        let service = format!("{}/Describe", office.grpc_service());
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            r#"{"include_peers": true}"#,
+            &endpoints[office.name()],
+            &service,
+        ]);
+        assert!(
+            out.status.success(),
+            "{service}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let described: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON");
+        let peers = described["office"]["peers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{service}: no peers in {described}"));
+        assert_eq!(peers.len(), Office::ALL.len() - 1, "{described}");
+        for peer in peers {
+            assert_eq!(peer["state"], "SERVING_STATE_SERVING", "{office}: {peer}");
+        }
     }
 }
 

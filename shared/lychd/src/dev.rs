@@ -98,9 +98,11 @@ async fn run_offices(
     let mut offices = Vec::new();
     for office in Office::ALL {
         let config = dev_dir.join("config").join(format!("{office}.toml"));
+        // Ward's own credential exists only once Ward has issued it (below, on a first start).
+        let credential = credentials_dir.join(format!("{office}.credential"));
         let credential =
-            (office != Office::Ward).then(|| credentials_dir.join(format!("{office}.credential")));
-        let mut text = office_config(office, &ports, pg_port, credential.as_deref());
+            (office != Office::Ward || credential.is_file()).then_some(credential.as_path());
+        let mut text = office_config(office, &ports, pg_port, credential);
         if office == Office::Dispatcher {
             text.push_str(&dispatcher_registry(&runtime.endpoint()));
         }
@@ -175,17 +177,15 @@ async fn run_offices(
     let _ = std::fs::remove_file(&token_file);
     write_secret(&token_file, &session.token)?;
 
-    // Each office: a service principal allowed to ask Ward and to describe its peers; the
-    // operator may describe every office.
+    // Each office (Ward too: it calls its peers' Describe): a service principal allowed to ask
+    // Ward and to describe its peers; the operator may describe every office.
     let mut admin = lychd_auth::admin::WardAdmin::new(ward_channel, &session.token)?;
     grant(&mut admin, &session.principal_id, OPERATOR_GRANTS).await?;
+    let ward_had_credential = credentials_dir.join("ward.credential").is_file();
     for office in Office::ALL {
         admin
             .allow_describe(&session.principal_id, office.name())
             .await?;
-        if office == Office::Ward {
-            continue;
-        }
         let id = admin.ensure_office_principal(office.name()).await?;
         for peer in Office::ALL.into_iter().filter(|p| *p != office) {
             admin.allow_describe(&id, peer.name()).await?;
@@ -197,6 +197,21 @@ async fn run_offices(
         if !file.is_file() {
             write_secret(&file, &admin.issue_standing(&id).await?)?;
         }
+    }
+    if !ward_had_credential {
+        // First start: Ward ran without a credential of its own; now it has one.
+        let ward = offices
+            .iter_mut()
+            .find(|o| o.office == Office::Ward)
+            .expect("ward is an office");
+        let credential = credentials_dir.join("ward.credential");
+        std::fs::write(
+            &ward.config,
+            office_config(Office::Ward, &ports, pg_port, Some(&credential)),
+        )?;
+        ward.stop().await;
+        ward.spawn()?;
+        ward.wait_serving(Duration::from_secs(30)).await?;
     }
     for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
         o.spawn()?;
@@ -234,8 +249,6 @@ async fn run_offices(
         operator_credential.display(),
         token_file.display()
     );
-    // Ward presents no session of its own, so its peers refuse it; a dispatcher's view of its
-    // peers shows the whole stack wired.
     let dispatcher_port = ports[&Office::Dispatcher];
     println!("\ntry:\n  grpcurl -plaintext 127.0.0.1:{dispatcher_port} list");
     println!(

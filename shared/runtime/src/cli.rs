@@ -308,13 +308,19 @@ async fn authorization(
         })
         .transpose()?;
     if let Some(local) = spec.local_verifier {
-        // Ward: decisions from its own tables. It presents a session to other offices only if
-        // it has a credential and knows where to exchange it (itself, once serving).
-        let session = match (&secrets.credential, ward_channel) {
-            (Some(credential), Some(channel)) => {
+        // Ward: decisions from its own tables. With a credential it presents a session to the
+        // offices it calls, exchanged with itself once serving (at `peers.ward` if given, else
+        // at its own listen address).
+        let session = match &secrets.credential {
+            Some(credential) => {
+                let channel = match ward_channel {
+                    Some(c) => c,
+                    None => crate::client::channel(&own_endpoint(config.server.listen))
+                        .map_err(|e| format!("server.listen: {e}"))?,
+                };
                 Some(SessionSource::start(channel, credential.clone()))
             }
-            _ => None,
+            None => None,
         };
         return Ok((local(pool.clone()), Outgoing::new(session)));
     }
@@ -335,6 +341,17 @@ async fn authorization(
         session.clone(),
     ));
     Ok((verifier, Outgoing::new(Some(session))))
+}
+
+/// Where an office reaches itself: its listen address, loopback when it listens on every
+/// address.
+fn own_endpoint(listen: std::net::SocketAddr) -> String {
+    let ip = match listen.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, listen.port()))
 }
 
 async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Secrets) -> ExitCode {
