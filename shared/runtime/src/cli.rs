@@ -299,6 +299,7 @@ async fn authorization(
     config: &OfficeConfig,
     secrets: &Secrets,
     pool: &PgPool,
+    bound: std::net::SocketAddr,
 ) -> Result<(Arc<dyn Verifier>, Outgoing), String> {
     let ward_channel = config
         .peers
@@ -310,12 +311,12 @@ async fn authorization(
     if let Some(local) = spec.local_verifier {
         // Ward: decisions from its own tables. With a credential it presents a session to the
         // offices it calls, exchanged with itself once serving (at `peers.ward` if given, else
-        // at its own listen address).
+        // at the address it is bound to).
         let session = match &secrets.credential {
             Some(credential) => {
                 let channel = match ward_channel {
                     Some(c) => c,
-                    None => crate::client::channel(&own_endpoint(config.server.listen))
+                    None => crate::client::channel(&own_endpoint(bound))
                         .map_err(|e| format!("server.listen: {e}"))?,
                 };
                 Some(SessionSource::start(channel, credential.clone()))
@@ -343,8 +344,8 @@ async fn authorization(
     Ok((verifier, Outgoing::new(Some(session))))
 }
 
-/// Where an office reaches itself: its listen address, loopback when it listens on every
-/// address.
+/// Where an office reaches itself: the address it is bound to, loopback when it listens on
+/// every address.
 fn own_endpoint(listen: std::net::SocketAddr) -> String {
     let ip = match listen.ip() {
         std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
@@ -369,15 +370,15 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         Ok(l) => l,
         Err(e) => return refuse(format!("cannot bind {}: {e}", config.server.listen)),
     };
-    let (verifier, outgoing) = match authorization(spec, &config, &secrets, &pool).await {
+    let bound = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => return refuse(format!("bound address of {}: {e}", config.server.listen)),
+    };
+    let (verifier, outgoing) = match authorization(spec, &config, &secrets, &pool, bound).await {
         Ok(v) => v,
         Err(msg) => return refuse(msg),
     };
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    tracing::info!(office = %office, addr = %addr, "listening");
+    tracing::info!(office = %office, addr = %bound, "listening");
     let ctx = ServeContext {
         office,
         config: Arc::new(config),
