@@ -12,11 +12,32 @@ use nix::sys::signal::Signal;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
+/// `lychd dev` stopped as an operator stops it — Ctrl-C, so it stops its offices and its
+/// PostgreSQL — when the test ends early (a failed assertion): a killed `lychd dev` would leave
+/// them running.
+struct Interrupted(Option<tokio::process::Child>);
+
+impl Drop for Interrupted {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if let Some(pid) = child.id() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGINT);
+        }
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.start_kill();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_stack_comes_up_and_stops_cleanly() {
     let state = tempfile::tempdir().expect("tmp");
     let base_port = lychd_pg::free_port().expect("port");
-    let mut child = tokio::process::Command::new(bin_path("lychd"))
+    let child = tokio::process::Command::new(bin_path("lychd"))
         .args([
             "dev",
             "--ephemeral",
@@ -28,14 +49,16 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         .arg(state.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("start lychd dev");
+    let mut stack = Interrupted(Some(child));
 
     let endpoints_file = state.path().join("dev/endpoints.json");
     let deadline = Instant::now() + Duration::from_secs(90);
     while !endpoints_file.is_file() {
+        let child = stack.0.as_mut().expect("running");
         if let Ok(Some(status)) = child.try_wait() {
+            let child = stack.0.take().expect("running");
             let out = child.wait_with_output().await.expect("output");
             panic!(
                 "lychd dev exited early ({status}): {}",
@@ -88,6 +111,7 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
     every_office_sees_its_peers_serving(&endpoints, token.trim());
     operator_leases_the_simulated_model_with_grpcurl(&endpoints["dispatcher"], token.trim());
 
+    let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id().expect("pid") as i32),
         Signal::SIGINT,
