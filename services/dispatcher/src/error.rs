@@ -52,6 +52,10 @@ pub enum DispatcherError {
     /// State changed under the call; the caller may retry.
     #[error("concurrent change; retry")]
     Conflict,
+    /// The task doing the work ended without an answer (the office is stopping, or a bug):
+    /// whether it recorded anything is unknown — never reported as done.
+    #[error("interrupted before it answered; its outcome is unknown")]
+    Interrupted,
     #[error("database error")]
     Database(#[from] sqlx::Error),
 }
@@ -112,6 +116,10 @@ impl From<DispatcherError> for Status {
                 &msg,
             ),
             DispatcherError::Conflict => refusal(Code::Aborted, DOMAIN, "CONCURRENT_CHANGE", &msg),
+            DispatcherError::Interrupted => {
+                tracing::error!("a dispatcher task ended without an answer");
+                refusal(Code::Unavailable, DOMAIN, "OUTCOME_UNKNOWN", &msg)
+            }
             DispatcherError::Database(db) => translate_sql(&db),
         }
     }
@@ -162,5 +170,25 @@ pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
             d.code().as_deref() == Some("23505") && d.constraint() == Some(constraint)
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic_types::StatusExt;
+
+    use super::*;
+
+    #[test]
+    fn an_interrupted_task_is_an_unknown_outcome_not_a_retryable_conflict() {
+        let status = Status::from(DispatcherError::Interrupted);
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(
+            status
+                .get_error_details()
+                .error_info()
+                .map(|i| i.reason.as_str()),
+            Some("OUTCOME_UNKNOWN")
+        );
     }
 }

@@ -152,7 +152,7 @@ impl Service {
         let cmd = cmd.clone();
         let task =
             tokio::spawn(async move { this.issue_now(&principal_id, &cmd, &key, captured).await });
-        task.await.unwrap_or(Err(DispatcherError::Conflict))
+        task.await.unwrap_or(Err(DispatcherError::Interrupted))
     }
 
     async fn issue_now(
@@ -310,7 +310,7 @@ impl Service {
             observations::record(&this.pool, &animator, &obs).await?;
             Ok::<_, DispatcherError>(failure)
         });
-        task.await.unwrap_or(Err(DispatcherError::Conflict))
+        task.await.unwrap_or(Err(DispatcherError::Interrupted))
     }
 
     /// Probe every declared capability of each animator now (all animators when empty).
