@@ -2,37 +2,84 @@
 //! domain `lychd.dispatcher`), and SQLSTATE translation. Messages are lowercase and never echo
 //! request payloads or secrets.
 
-use tonic::{Code, Status};
+use lychd_runtime::refusal::{Refusals, Violations};
+use tonic::Status;
 
-pub const DOMAIN: &str = "lychd.dispatcher";
-
-/// One bad field: path, stable reason code, description.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    pub field: String,
-    pub reason: &'static str,
-    pub description: String,
-}
-
-impl Violation {
-    pub fn new(
-        field: impl Into<String>,
-        reason: &'static str,
-        description: impl Into<String>,
-    ) -> Self {
-        Violation {
-            field: field.into(),
-            reason,
-            description: description.into(),
-        }
+/// The Dispatcher's refusal reasons (the common ones belong to every office); listed in
+/// `docs/refusals.md`.
+pub mod reasons {
+    lychd_runtime::refusal::reasons! {
+        /// no lease has this id
+        LEASE_NOT_FOUND = NotFound;
+        /// the lease was released
+        LEASE_RELEASED = FailedPrecondition;
+        /// the lease has expired
+        LEASE_EXPIRED = FailedPrecondition;
+        /// the holder does not match the lease
+        LEASE_HOLDER_MISMATCH = FailedPrecondition;
+        /// admission is closed on the lease's animator
+        ADMISSION_CLOSED = FailedPrecondition;
+        /// admission is open on an animator to drain; close it first
+        ADMISSION_OPEN = FailedPrecondition;
+        /// no open closure has this token
+        CLOSURE_NOT_FOUND = NotFound;
+        /// the request id already closed a different set of animators
+        CLOSURE_REQUEST_CONFLICT = AlreadyExists;
+        /// `demand` is required
+        DEMAND_MISSING = InvalidArgument;
+        /// a demand names a family or a capability key
+        DEMAND_UNDERSPECIFIED = InvalidArgument;
+        /// `demand.family` is not a known family value
+        FAMILY_UNKNOWN = InvalidArgument;
+        /// `demand.capability_key` is not a capability key
+        CAPABILITY_KEY_MALFORMED = InvalidArgument;
+        /// `demand.model_id` is not a model id
+        MODEL_ID_INVALID = InvalidArgument;
+        /// an input modality is unknown or unspecified
+        MODALITY_UNKNOWN = InvalidArgument;
+        /// `holder` is empty, too long or not printable
+        HOLDER_INVALID = InvalidArgument;
+        /// `run_id` is too long or not printable
+        RUN_ID_INVALID = InvalidArgument;
+        /// `attempt_id` is too long or not printable
+        ATTEMPT_ID_INVALID = InvalidArgument;
+        /// `priority` is outside 0..=100
+        PRIORITY_OUT_OF_RANGE = InvalidArgument;
+        /// `ttl_seconds` is outside the configured bounds
+        TTL_OUT_OF_BOUNDS = InvalidArgument;
+        /// `lease_id` is not a UUID
+        LEASE_ID_MALFORMED = InvalidArgument;
+        /// name at least one animator
+        ANIMATORS_EMPTY = InvalidArgument;
+        /// an animator named is not declared
+        ANIMATOR_UNKNOWN = InvalidArgument;
+        /// an animator is named twice
+        ANIMATOR_DUPLICATE = InvalidArgument;
+        /// an animator filter is not an animator name
+        ANIMATOR_INVALID = InvalidArgument;
+        /// `request_id` is empty, too long or not printable
+        REQUEST_ID_INVALID = InvalidArgument;
+        /// `reason` is empty, too long or not printable
+        REASON_INVALID = InvalidArgument;
+        /// `wait_ms` is beyond the configured maximum
+        WAIT_OUT_OF_BOUNDS = InvalidArgument;
+        /// `closure_token` is not a UUID
+        CLOSURE_TOKEN_MALFORMED = InvalidArgument;
+        /// `page.page_token` is not a token this office issued
+        PAGE_TOKEN_INVALID = InvalidArgument;
+        /// `after_sequence` is beyond any sequence
+        SEQUENCE_OUT_OF_RANGE = InvalidArgument;
     }
 }
+
+/// The Dispatcher's refusals.
+pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatcherError {
     /// Bad input; nothing changed. The status reason is the first violation's.
     #[error("invalid request")]
-    InvalidArgument(Vec<Violation>),
+    InvalidArgument(Violations),
     #[error("lease not found")]
     LeaseNotFound,
     #[error("lease is released")]
@@ -62,119 +109,51 @@ pub enum DispatcherError {
 
 pub type Result<T, E = DispatcherError> = std::result::Result<T, E>;
 
+impl From<Violations> for DispatcherError {
+    fn from(v: Violations) -> Self {
+        DispatcherError::InvalidArgument(v)
+    }
+}
+
 impl DispatcherError {
     pub fn invalid(
         field: impl Into<String>,
-        reason: &'static str,
-        description: impl Into<String>,
+        reason: lychd_runtime::refusal::Reason,
+        description: impl Into<std::borrow::Cow<'static, str>>,
     ) -> Self {
-        DispatcherError::InvalidArgument(vec![Violation::new(field, reason, description)])
+        let mut v = Violations::new();
+        v.push(field, reason, description);
+        DispatcherError::InvalidArgument(v)
     }
 }
 
 impl From<DispatcherError> for Status {
     fn from(e: DispatcherError) -> Status {
-        use lychd_runtime::status::refusal;
-        let msg = e.to_string();
+        use lychd_runtime::refusal::common;
+        use reasons::*;
         match e {
-            DispatcherError::InvalidArgument(v) => {
-                let reason = v.first().map(|v| v.reason).unwrap_or("INVALID_ARGUMENT");
-                let pairs: Vec<(&str, &str)> = v
-                    .iter()
-                    .map(|v| (v.field.as_str(), v.description.as_str()))
-                    .collect();
-                lychd_runtime::status::invalid_argument(DOMAIN, reason, &pairs)
-            }
-            DispatcherError::LeaseNotFound => {
-                refusal(Code::NotFound, DOMAIN, "LEASE_NOT_FOUND", &msg)
-            }
-            DispatcherError::LeaseReleased => {
-                refusal(Code::FailedPrecondition, DOMAIN, "LEASE_RELEASED", &msg)
-            }
-            DispatcherError::LeaseExpired => {
-                refusal(Code::FailedPrecondition, DOMAIN, "LEASE_EXPIRED", &msg)
-            }
-            DispatcherError::HolderMismatch => refusal(
-                Code::FailedPrecondition,
-                DOMAIN,
-                "LEASE_HOLDER_MISMATCH",
-                &msg,
-            ),
-            DispatcherError::AdmissionClosed => {
-                refusal(Code::FailedPrecondition, DOMAIN, "ADMISSION_CLOSED", &msg)
-            }
-            DispatcherError::AdmissionOpen => {
-                refusal(Code::FailedPrecondition, DOMAIN, "ADMISSION_OPEN", &msg)
-            }
-            DispatcherError::ClosureNotFound => {
-                refusal(Code::NotFound, DOMAIN, "CLOSURE_NOT_FOUND", &msg)
-            }
-            DispatcherError::ClosureRequestConflict => refusal(
-                Code::AlreadyExists,
-                DOMAIN,
-                "CLOSURE_REQUEST_CONFLICT",
-                &msg,
-            ),
-            DispatcherError::Conflict => refusal(Code::Aborted, DOMAIN, "CONCURRENT_CHANGE", &msg),
+            DispatcherError::InvalidArgument(v) => REFUSALS.invalid(v),
+            DispatcherError::LeaseNotFound => REFUSALS.refuse(LEASE_NOT_FOUND),
+            DispatcherError::LeaseReleased => REFUSALS.refuse(LEASE_RELEASED),
+            DispatcherError::LeaseExpired => REFUSALS.refuse(LEASE_EXPIRED),
+            DispatcherError::HolderMismatch => REFUSALS.refuse(LEASE_HOLDER_MISMATCH),
+            DispatcherError::AdmissionClosed => REFUSALS.refuse(ADMISSION_CLOSED),
+            DispatcherError::AdmissionOpen => REFUSALS.refuse(ADMISSION_OPEN),
+            DispatcherError::ClosureNotFound => REFUSALS.refuse(CLOSURE_NOT_FOUND),
+            DispatcherError::ClosureRequestConflict => REFUSALS.refuse(CLOSURE_REQUEST_CONFLICT),
+            DispatcherError::Conflict => REFUSALS.refuse(common::CONCURRENT_CHANGE),
             DispatcherError::Interrupted => {
                 tracing::error!("a dispatcher task ended without an answer");
-                refusal(Code::Unavailable, DOMAIN, "OUTCOME_UNKNOWN", &msg)
+                REFUSALS.refuse(common::OUTCOME_UNKNOWN)
             }
-            DispatcherError::Database(db) => translate_sql(&db),
+            DispatcherError::Database(db) => REFUSALS.database(&db),
         }
-    }
-}
-
-/// SQLSTATE → status, in one place. The database's own message is logged, never returned.
-pub fn translate_sql(e: &sqlx::Error) -> Status {
-    use lychd_runtime::status::refusal;
-    let code = match e {
-        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
-        _ => None,
-    };
-    let (grpc, reason, message) = match code.as_deref() {
-        Some("40001") | Some("40P01") => (
-            Code::Aborted,
-            "CONCURRENT_CHANGE",
-            "concurrent change; retry",
-        ),
-        Some("57014") => (
-            Code::DeadlineExceeded,
-            "DATABASE_TIMEOUT",
-            "database statement timed out",
-        ),
-        Some("55P03") => (Code::Aborted, "LOCK_TIMEOUT", "lock not available; retry"),
-        Some("23505") => (Code::AlreadyExists, "ALREADY_EXISTS", "already exists"),
-        Some(c) if c.starts_with("08") || c.starts_with("57P") || c == "53300" => (
-            Code::Unavailable,
-            "DATABASE_UNAVAILABLE",
-            "database unavailable",
-        ),
-        _ => match e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => (
-                Code::Unavailable,
-                "DATABASE_UNAVAILABLE",
-                "database unavailable",
-            ),
-            _ => (Code::Internal, "DATABASE_ERROR", "database error"),
-        },
-    };
-    tracing::warn!(sqlstate = code.as_deref().unwrap_or(""), error = %e, "database error");
-    refusal(grpc, DOMAIN, reason, message)
-}
-
-/// Whether `e` is a unique violation of `constraint`.
-pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
-    match e {
-        sqlx::Error::Database(d) => {
-            d.code().as_deref() == Some("23505") && d.constraint() == Some(constraint)
-        }
-        _ => false,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tonic::Code;
     use tonic_types::StatusExt;
 
     use super::*;

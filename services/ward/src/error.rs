@@ -2,14 +2,57 @@
 //! one function that turns an error into a gRPC status. Messages are lowercase and never carry
 //! a secret, a token or a refused value.
 
-use tonic::{Code, Status};
+use lychd_runtime::refusal::{DbFailure, Refusals, Violations};
+use tonic::Status;
 
-use crate::domain::Violation;
 use crate::domain::decision::ExchangeRefusal;
 use crate::domain::secret::NoRandomness;
 
+/// Ward's refusal reasons (the common ones belong to every office); listed in
+/// `docs/refusals.md`.
+pub mod reasons {
+    lychd_runtime::refusal::reasons! {
+        /// no principal has this id
+        PRINCIPAL_NOT_FOUND = NotFound;
+        /// no credential has this id
+        CREDENTIAL_NOT_FOUND = NotFound;
+        /// no session has this id
+        SESSION_NOT_FOUND = NotFound;
+        /// no assignment has this id
+        ASSIGNMENT_NOT_FOUND = NotFound;
+        /// a principal has this name already
+        PRINCIPAL_EXISTS = AlreadyExists;
+        /// the credential exists already
+        CREDENTIAL_EXISTS = AlreadyExists;
+        /// the session exists already
+        SESSION_EXISTS = AlreadyExists;
+        /// a live assignment grants exactly this already
+        ASSIGNMENT_EXISTS = AlreadyExists;
+        /// the credential is not recognised
+        CREDENTIAL_UNKNOWN = Unauthenticated;
+        /// the credential has expired
+        CREDENTIAL_EXPIRED = Unauthenticated;
+        /// the credential was revoked
+        CREDENTIAL_REVOKED = Unauthenticated;
+        /// the enrollment credential was exchanged already (it is good for one exchange)
+        CREDENTIAL_EXCHANGED = Unauthenticated;
+        /// the credential's principal was revoked
+        PRINCIPAL_REVOKED = Unauthenticated;
+        /// the principal is revoked: nothing more may be issued or assigned to it
+        PRINCIPAL_REVOKED_ADMIN("PRINCIPAL_REVOKED") = FailedPrecondition;
+        /// the credential is revoked: it cannot be rotated
+        CREDENTIAL_REVOKED_ADMIN("CREDENTIAL_REVOKED") = FailedPrecondition;
+        /// a principal exists already: bootstrap happens once
+        ALREADY_BOOTSTRAPPED = FailedPrecondition;
+        /// the decision log cannot take another record now: no decision is answered that would not be recorded
+        DECISION_LOG_UNAVAILABLE = Unavailable;
+    }
+}
+
+/// Ward's refusals.
+pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
 /// `ErrorInfo.domain` of Ward's refusals.
-pub const DOMAIN: &str = "lychd.ward";
+pub const DOMAIN: &str = REFUSALS.domain;
 
 pub type Result<T, E = WardError> = std::result::Result<T, E>;
 
@@ -37,7 +80,7 @@ impl Entity {
 pub enum WardError {
     /// Bad input, every bad field named; nothing was changed.
     #[error("invalid argument")]
-    InvalidArgument(Vec<Violation>),
+    InvalidArgument(Violations),
     #[error("{} not found", .0.name())]
     NotFound(Entity),
     #[error("{} already exists", .0.name())]
@@ -54,148 +97,84 @@ pub enum WardError {
     /// A principal exists already: bootstrap happens once.
     #[error("ward is already bootstrapped")]
     AlreadyBootstrapped,
-    /// Serialization failure or deadlock: nothing was changed; the caller may retry.
-    #[error("conflicting concurrent change; retry")]
-    Aborted,
-    /// The database cancelled the statement (statement timeout or cancellation).
-    #[error("database deadline exceeded")]
-    DeadlineExceeded,
-    /// The database could not be reached.
-    #[error("database unavailable")]
-    Unavailable(#[source] sqlx::Error),
     #[error("no randomness available")]
     NoRandomness(#[from] NoRandomness),
     /// The decision log cannot take another record now (its writer is behind or stopped): no
     /// decision is answered that would not be recorded.
     #[error("decision log unavailable")]
     DecisionLogUnavailable,
-    /// Anything else from the database: a bug or a broken invariant; logged, never detailed.
-    #[error("internal database error")]
+    /// A database failure, answered as the runtime classifies it.
+    #[error("database failure")]
     Database(#[source] sqlx::Error),
+}
+
+impl From<Violations> for WardError {
+    fn from(v: Violations) -> Self {
+        WardError::InvalidArgument(v)
+    }
 }
 
 impl WardError {
     pub fn invalid(field: &str, description: &'static str) -> Self {
-        WardError::InvalidArgument(vec![Violation::new(field, description)])
+        let mut v = Violations::new();
+        v.require::<(), _>(field, Err(description));
+        WardError::InvalidArgument(v)
     }
 }
 
-/// SQLSTATE translation, once for the office.
+/// A unique violation on a constraint Ward expects is "already exists"; every other database
+/// failure is classified by the runtime.
 impl From<sqlx::Error> for WardError {
     fn from(e: sqlx::Error) -> Self {
-        match &e {
-            sqlx::Error::Database(db) => match db.code().as_deref() {
-                Some("23505") => WardError::AlreadyExists(match db.constraint() {
-                    Some("principals_name_key") => Entity::Principal,
-                    Some("assignments_live") => Entity::Assignment,
-                    Some(c) if c.starts_with("credentials") => Entity::Credential,
-                    Some(c) if c.starts_with("sessions") => Entity::Session,
-                    _ => Entity::Principal,
-                }),
-                Some("40001" | "40P01") => WardError::Aborted,
-                Some("57014") => WardError::DeadlineExceeded,
-                // admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections
-                Some("57P01" | "57P02" | "57P03" | "53300") => WardError::Unavailable(e),
-                _ => WardError::Database(e),
-            },
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => WardError::Unavailable(e),
+        match DbFailure::classify(&e) {
+            DbFailure::UniqueViolation(Some(c)) => WardError::AlreadyExists(match c.as_str() {
+                "principals_name_key" => Entity::Principal,
+                "assignments_live" => Entity::Assignment,
+                c if c.starts_with("credentials") => Entity::Credential,
+                c if c.starts_with("sessions") => Entity::Session,
+                _ => return WardError::Database(e),
+            }),
             _ => WardError::Database(e),
         }
     }
 }
 
-/// The one mapping to a gRPC status: a stable `ErrorInfo` reason in domain `lychd.ward`, and
-/// field violations for bad input.
+/// The one mapping to a gRPC status.
 pub fn into_status(e: WardError) -> Status {
-    use lychd_runtime::status::{invalid_argument, refusal};
+    use reasons::*;
     match e {
-        WardError::InvalidArgument(violations) => {
-            let pairs: Vec<(&str, &str)> = violations
-                .iter()
-                .map(|v| (v.field.as_str(), v.description))
-                .collect();
-            invalid_argument(DOMAIN, "INVALID_ARGUMENT", &pairs)
-        }
-        WardError::NotFound(entity) => refusal(
-            Code::NotFound,
-            DOMAIN,
-            match entity {
-                Entity::Principal => "PRINCIPAL_NOT_FOUND",
-                Entity::Credential => "CREDENTIAL_NOT_FOUND",
-                Entity::Session => "SESSION_NOT_FOUND",
-                Entity::Assignment => "ASSIGNMENT_NOT_FOUND",
+        WardError::InvalidArgument(violations) => REFUSALS.invalid(violations),
+        WardError::NotFound(entity) => REFUSALS.refuse(match entity {
+            Entity::Principal => PRINCIPAL_NOT_FOUND,
+            Entity::Credential => CREDENTIAL_NOT_FOUND,
+            Entity::Session => SESSION_NOT_FOUND,
+            Entity::Assignment => ASSIGNMENT_NOT_FOUND,
+        }),
+        WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
+            Entity::Principal => PRINCIPAL_EXISTS,
+            Entity::Credential => CREDENTIAL_EXISTS,
+            Entity::Session => SESSION_EXISTS,
+            Entity::Assignment => ASSIGNMENT_EXISTS,
+        }),
+        WardError::Refused(r) => REFUSALS.refuse_with(
+            match r {
+                ExchangeRefusal::CredentialUnknown => CREDENTIAL_UNKNOWN,
+                ExchangeRefusal::CredentialExpired => CREDENTIAL_EXPIRED,
+                ExchangeRefusal::CredentialRevoked => CREDENTIAL_REVOKED,
+                ExchangeRefusal::CredentialExchanged => CREDENTIAL_EXCHANGED,
+                ExchangeRefusal::PrincipalRevoked => PRINCIPAL_REVOKED,
             },
-            &e.to_string(),
+            r.message(),
         ),
-        WardError::AlreadyExists(entity) => refusal(
-            Code::AlreadyExists,
-            DOMAIN,
-            match entity {
-                Entity::Principal => "PRINCIPAL_EXISTS",
-                Entity::Credential => "CREDENTIAL_EXISTS",
-                Entity::Session => "SESSION_EXISTS",
-                Entity::Assignment => "ASSIGNMENT_EXISTS",
-            },
-            &e.to_string(),
-        ),
-        WardError::Refused(r) => refusal(Code::Unauthenticated, DOMAIN, r.as_str(), r.message()),
-        WardError::PrincipalRevoked => refusal(
-            Code::FailedPrecondition,
-            DOMAIN,
-            "PRINCIPAL_REVOKED",
-            "principal revoked",
-        ),
-        WardError::CredentialRevoked => refusal(
-            Code::FailedPrecondition,
-            DOMAIN,
-            "CREDENTIAL_REVOKED",
-            "credential revoked",
-        ),
-        WardError::AlreadyBootstrapped => refusal(
-            Code::FailedPrecondition,
-            DOMAIN,
-            "ALREADY_BOOTSTRAPPED",
-            "ward is already bootstrapped",
-        ),
-        WardError::Aborted => refusal(
-            Code::Aborted,
-            DOMAIN,
-            "CONCURRENT_CHANGE",
-            "conflicting concurrent change; retry",
-        ),
-        WardError::DeadlineExceeded => refusal(
-            Code::DeadlineExceeded,
-            DOMAIN,
-            "DATABASE_DEADLINE_EXCEEDED",
-            "database deadline exceeded",
-        ),
-        WardError::Unavailable(source) => {
-            tracing::warn!(error = %source, "database unavailable");
-            refusal(
-                Code::Unavailable,
-                DOMAIN,
-                "DATABASE_UNAVAILABLE",
-                "database unavailable",
-            )
-        }
-        WardError::DecisionLogUnavailable => refusal(
-            Code::Unavailable,
-            DOMAIN,
-            "DECISION_LOG_UNAVAILABLE",
-            "decision log unavailable",
-        ),
+        WardError::PrincipalRevoked => REFUSALS.refuse(PRINCIPAL_REVOKED_ADMIN),
+        WardError::CredentialRevoked => REFUSALS.refuse(CREDENTIAL_REVOKED_ADMIN),
+        WardError::AlreadyBootstrapped => REFUSALS.refuse(ALREADY_BOOTSTRAPPED),
+        WardError::DecisionLogUnavailable => REFUSALS.refuse(DECISION_LOG_UNAVAILABLE),
         WardError::NoRandomness(_) => {
             tracing::error!("operating system gave no randomness");
-            refusal(Code::Internal, DOMAIN, "INTERNAL", "internal error")
+            REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)
         }
-        WardError::Database(source) => {
-            tracing::error!(error = %source, "database error");
-            refusal(Code::Internal, DOMAIN, "INTERNAL", "internal error")
-        }
+        WardError::Database(source) => REFUSALS.database(&source),
     }
 }
 
@@ -208,14 +187,15 @@ impl From<WardError> for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
     use tonic_types::StatusExt;
 
     #[test]
     fn bad_input_names_fields_without_values() {
-        let status = into_status(WardError::InvalidArgument(vec![
-            Violation::new("action", "is required"),
-            Violation::new("page.page_token", "is not a page token of this list"),
-        ]));
+        let mut v = Violations::new();
+        v.require::<(), _>("action", Err("is required"));
+        v.require::<(), _>("page.page_token", Err("is not a page token of this list"));
+        let status = into_status(WardError::InvalidArgument(v));
         assert_eq!(status.code(), Code::InvalidArgument);
         let details = status.get_error_details();
         assert_eq!(details.error_info().unwrap().reason, "INVALID_ARGUMENT");
@@ -258,19 +238,13 @@ mod tests {
                 Code::FailedPrecondition,
                 "ALREADY_BOOTSTRAPPED",
             ),
-            (WardError::Aborted, Code::Aborted, "CONCURRENT_CHANGE"),
             (
                 WardError::DecisionLogUnavailable,
                 Code::Unavailable,
                 "DECISION_LOG_UNAVAILABLE",
             ),
             (
-                WardError::DeadlineExceeded,
-                Code::DeadlineExceeded,
-                "DATABASE_DEADLINE_EXCEEDED",
-            ),
-            (
-                WardError::Unavailable(sqlx::Error::PoolTimedOut),
+                WardError::Database(sqlx::Error::PoolTimedOut),
                 Code::Unavailable,
                 "DATABASE_UNAVAILABLE",
             ),
@@ -286,17 +260,5 @@ mod tests {
             assert_eq!(s.get_error_details().error_info().unwrap().reason, reason);
             assert_eq!(s.message(), s.message().to_lowercase());
         }
-    }
-
-    #[test]
-    fn pool_errors_are_unavailable() {
-        assert!(matches!(
-            WardError::from(sqlx::Error::PoolTimedOut),
-            WardError::Unavailable(_)
-        ));
-        assert!(matches!(
-            WardError::from(sqlx::Error::RowNotFound),
-            WardError::Database(_)
-        ));
     }
 }

@@ -19,17 +19,11 @@ use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-use crate::domain::Violations;
-use crate::domain::grammar::{
-    Action, Audience, DisplayName, Object, PrincipalName, Purpose, Question,
-};
-use crate::domain::lifetime;
-use crate::domain::paging::{self, List};
-use crate::error::DOMAIN;
+use crate::domain::paging;
+use crate::error::{DOMAIN, WardError};
 use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::Asked;
 use crate::store::{self, decisions};
-use convert::finish;
 
 /// What an administrator holds.
 pub const ADMINISTER: (&str, &str) = ("ward:administer", "principal:*");
@@ -137,9 +131,7 @@ impl Ward for WardService {
             if token.is_empty() {
                 // A caller without authority learns nothing about its input.
                 self.authorize(&request, DECIDE).await?;
-                let mut v = Violations::new();
-                v.push("token", "is required");
-                finish(v)?;
+                return Err(WardError::invalid("token", "is required").into());
             }
             let asker = decide_question(bearer);
             match decisions::authenticate_asked(self.pool(), &self.log, &asker, token).await? {
@@ -174,21 +166,10 @@ impl Ward for WardService {
         request: Request<pb::AuthorizeRequest>,
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
         let r = request.get_ref();
-        let mut v = Violations::new();
-        if r.token.is_empty() {
-            v.push("token", "is required");
-        }
-        v.check("action", Action::parse(&r.action));
-        v.check("object", Object::parse(&r.object));
-        v.check("audience", Audience::parse(&r.audience));
-        v.check("purpose", Purpose::parse(&r.purpose));
-        if r.expected_policy_generation.is_some_and(|g| g < 0) {
-            v.push("expected_policy_generation", "must not be negative");
-        }
-        if !v.is_empty() {
+        if let Err(invalid) = convert::authorize_request(r) {
             // A caller without authority learns nothing about its input.
             self.authorize(&request, DECIDE).await?;
-            finish(v)?;
+            return Err(invalid.into());
         }
         // The layer does not authenticate this method: the asker's own `ward:decide` question
         // is resolved in the same statement as the one it asks.
@@ -224,25 +205,7 @@ impl Ward for WardService {
         request: Request<pb::EnrollPrincipalRequest>,
     ) -> Result<Response<pb::EnrollPrincipalResponse>, Status> {
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let r = request.get_ref();
-        let mut v = Violations::new();
-        let kind = convert::principal_kind(&mut v, "kind", r.kind);
-        let name = v.check("name", PrincipalName::parse(&r.name));
-        // Empty: the principal's name. Non-human principals have no user account; a display
-        // name given for one is checked, then not stored.
-        let display_name = match r.display_name.as_str() {
-            "" => Some(None),
-            d => v.check("display_name", DisplayName::parse(d)).map(Some),
-        };
-        finish(v)?;
-        let (Some(kind), Some(name), Some(display_name)) = (kind, name, display_name) else {
-            return Err(convert::missing());
-        };
-        let enrollment = store::principals::Enrollment {
-            kind,
-            name,
-            display_name,
-        };
+        let enrollment = convert::enrollment(request.get_ref())?;
         let principal = store::principals::enroll(self.pool(), actor, &enrollment).await?;
         Ok(Response::new(pb::EnrollPrincipalResponse {
             principal: Some(convert::principal(&principal)),
@@ -254,17 +217,9 @@ impl Ward for WardService {
         request: Request<pb::IssueCredentialRequest>,
     ) -> Result<Response<pb::IssueCredentialResponse>, Status> {
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let r = request.get_ref();
-        let mut v = Violations::new();
-        let principal_id = convert::uuid(&mut v, "principal_id", &r.principal_id);
-        let kind = convert::credential_kind(&mut v, "kind", r.kind);
-        let ttl =
-            kind.and_then(|k| v.check("ttl_seconds", lifetime::credential_ttl(k, r.ttl_seconds)));
-        finish(v)?;
-        let (Some(principal_id), Some(kind), Some(ttl)) = (principal_id, kind, ttl) else {
-            return Err(convert::missing());
-        };
-        let issued = store::credentials::issue(self.pool(), actor, principal_id, kind, ttl).await?;
+        let c = convert::issue(request.get_ref())?;
+        let issued =
+            store::credentials::issue(self.pool(), actor, c.principal_id, c.kind, c.ttl).await?;
         Ok(Response::new(pb::IssueCredentialResponse {
             credential_id: issued.id.to_string(),
             credential: issued.secret.expose_secret().to_owned(),
@@ -277,13 +232,7 @@ impl Ward for WardService {
         request: Request<pb::RotateCredentialRequest>,
     ) -> Result<Response<pb::RotateCredentialResponse>, Status> {
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let mut v = Violations::new();
-        let credential_id =
-            convert::uuid(&mut v, "credential_id", &request.get_ref().credential_id);
-        finish(v)?;
-        let Some(credential_id) = credential_id else {
-            return Err(convert::missing());
-        };
+        let credential_id = convert::id("credential_id", &request.get_ref().credential_id)?;
         let issued = store::credentials::rotate(self.pool(), actor, credential_id).await?;
         Ok(Response::new(pb::RotateCredentialResponse {
             credential_id: issued.id.to_string(),
@@ -296,41 +245,14 @@ impl Ward for WardService {
         &self,
         request: Request<pb::RevokeRequest>,
     ) -> Result<Response<pb::RevokeResponse>, Status> {
-        use pb::revoke_request::Target;
+        use convert::RevokeTarget;
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let mut v = Violations::new();
-        enum What {
-            Credential,
-            Session,
-            Principal,
-        }
-        let target = match &request.get_ref().target {
-            Some(Target::CredentialId(id)) => {
-                convert::uuid(&mut v, "credential_id", id).map(|id| (What::Credential, id))
-            }
-            Some(Target::SessionId(id)) => {
-                convert::uuid(&mut v, "session_id", id).map(|id| (What::Session, id))
-            }
-            Some(Target::PrincipalId(id)) => {
-                convert::uuid(&mut v, "principal_id", id).map(|id| (What::Principal, id))
-            }
-            None => {
-                v.push(
-                    "target",
-                    "one of credential_id, session_id or principal_id is required",
-                );
-                None
-            }
-        };
-        finish(v)?;
+        let target = convert::revoke_target(request.get_ref())?;
         let pool = self.pool();
         let revoked = match target {
-            Some((What::Credential, id)) => store::credentials::revoke(pool, actor, id).await?,
-            Some((What::Session, id)) => store::sessions::revoke(pool, actor, id).await?,
-            Some((What::Principal, id)) => store::principals::revoke(pool, actor, id).await?,
-            None => {
-                return Err(convert::missing());
-            }
+            RevokeTarget::Credential(id) => store::credentials::revoke(pool, actor, id).await?,
+            RevokeTarget::Session(id) => store::sessions::revoke(pool, actor, id).await?,
+            RevokeTarget::Principal(id) => store::principals::revoke(pool, actor, id).await?,
         };
         Ok(Response::new(pb::RevokeResponse {
             changed: revoked.changed,
@@ -343,37 +265,9 @@ impl Ward for WardService {
         request: Request<pb::AssignRequest>,
     ) -> Result<Response<pb::AssignResponse>, Status> {
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let r = request.get_ref();
-        let mut v = Violations::new();
-        let principal_id = convert::uuid(&mut v, "principal_id", &r.principal_id);
-        let action = v.check("action", Action::parse(&r.action));
-        let object = v.check("object", Object::parse(&r.object));
-        let audience = v.check("audience", Audience::parse(&r.audience));
-        let purpose = v.check("purpose", Purpose::parse(&r.purpose));
-        let expires_at = match &r.expires_at {
-            None => Some(None),
-            Some(t) => convert::time(&mut v, "expires_at", t).map(Some),
-        };
-        finish(v)?;
-        let (
-            Some(principal_id),
-            Some(action),
-            Some(object),
-            Some(audience),
-            Some(purpose),
-            Some(expires_at),
-        ) = (principal_id, action, object, audience, purpose, expires_at)
-        else {
-            return Err(convert::missing());
-        };
-        let grant = Question {
-            action,
-            object,
-            audience,
-            purpose,
-        };
+        let a = convert::assign(request.get_ref())?;
         let assigned =
-            store::assignments::assign(self.pool(), actor, principal_id, &grant, expires_at)
+            store::assignments::assign(self.pool(), actor, a.principal_id, &a.grant, a.expires_at)
                 .await?;
         Ok(Response::new(pb::AssignResponse {
             assignment: Some(convert::assignment(&assigned.assignment)),
@@ -386,13 +280,7 @@ impl Ward for WardService {
         request: Request<pb::UnassignRequest>,
     ) -> Result<Response<pb::UnassignResponse>, Status> {
         let actor = self.authorize(&request, ADMINISTER).await?;
-        let mut v = Violations::new();
-        let assignment_id =
-            convert::uuid(&mut v, "assignment_id", &request.get_ref().assignment_id);
-        finish(v)?;
-        let Some(assignment_id) = assignment_id else {
-            return Err(convert::missing());
-        };
+        let assignment_id = convert::id("assignment_id", &request.get_ref().assignment_id)?;
         let u = store::assignments::unassign(self.pool(), actor, assignment_id).await?;
         Ok(Response::new(pb::UnassignResponse {
             changed: u.changed,
@@ -405,14 +293,8 @@ impl Ward for WardService {
         request: Request<pb::ListPrincipalsRequest>,
     ) -> Result<Response<pb::ListPrincipalsResponse>, Status> {
         self.authorize(&request, ADMINISTER).await?;
-        let (size, token) = convert::page(request.get_ref().page.as_ref());
-        let mut v = Violations::new();
-        let after = v.check(
-            "page.page_token",
-            paging::uuid_after(List::Principals, token),
-        );
-        finish(v)?;
-        let page = store::principals::list(self.pool(), size, after.flatten()).await?;
+        let p = convert::principals_page(request.get_ref())?;
+        let page = store::principals::list(self.pool(), p.size, p.after).await?;
         Ok(Response::new(pb::ListPrincipalsResponse {
             principals: page.items.iter().map(convert::principal).collect(),
             page: Some(PageResponse {
@@ -426,18 +308,8 @@ impl Ward for WardService {
         request: Request<pb::ListAssignmentsRequest>,
     ) -> Result<Response<pb::ListAssignmentsResponse>, Status> {
         self.authorize(&request, ADMINISTER).await?;
-        let r = request.get_ref();
-        let (size, token) = convert::page(r.page.as_ref());
-        let mut v = Violations::new();
-        let principal_id = convert::optional_uuid(&mut v, "principal_id", &r.principal_id);
-        let after = v.check(
-            "page.page_token",
-            paging::uuid_after(List::Assignments, token),
-        );
-        finish(v)?;
-        let page =
-            store::assignments::list(self.pool(), principal_id.flatten(), size, after.flatten())
-                .await?;
+        let (principal_id, p) = convert::assignments_page(request.get_ref())?;
+        let page = store::assignments::list(self.pool(), principal_id, p.size, p.after).await?;
         Ok(Response::new(pb::ListAssignmentsResponse {
             assignments: page.items.iter().map(convert::assignment).collect(),
             page: Some(PageResponse {
@@ -452,12 +324,11 @@ impl Ward for WardService {
     ) -> Result<Response<pb::ListAuditResponse>, Status> {
         self.authorize(&request, ADMINISTER).await?;
         let (size, token) = convert::page(request.get_ref().page.as_ref());
-        let mut v = Violations::new();
-        let before = v.check("page.page_token", paging::seq_before(token));
-        finish(v)?;
+        let before =
+            paging::seq_before(token).map_err(|d| WardError::invalid("page.page_token", d))?;
         // Every decision answered before this listing is in it.
         self.log.flush().await?;
-        let page = store::audit::list(self.pool(), size, before.flatten()).await?;
+        let page = store::audit::list(self.pool(), size, before).await?;
         Ok(Response::new(pb::ListAuditResponse {
             events: page.items.iter().map(convert::audit_event).collect(),
             page: Some(PageResponse {

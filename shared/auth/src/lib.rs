@@ -24,7 +24,37 @@ use std::sync::Arc;
 
 use tonic::{Code, Status};
 
-pub const DOMAIN: &str = "lychd.auth";
+/// The refusals of authentication and authorization, in domain `lychd.auth`: the layer's own
+/// and Ward's decision reasons, which every office relays unchanged.
+pub mod reasons {
+    lychd_refusal::reasons! {
+        /// the call carries no `authorization` header
+        CREDENTIAL_MISSING = Unauthenticated;
+        /// `authorization` must be `Bearer <token>`
+        CREDENTIAL_MALFORMED = Unauthenticated;
+        /// Ward could not be asked; nothing is allowed meanwhile
+        AUTHORIZATION_UNAVAILABLE = Unavailable;
+        /// Ward knows no such session
+        SESSION_UNKNOWN = Unauthenticated;
+        /// the session has expired
+        SESSION_EXPIRED = Unauthenticated;
+        /// the session was revoked
+        SESSION_REVOKED = Unauthenticated;
+        /// the credential the session came from was revoked
+        CREDENTIAL_REVOKED = Unauthenticated;
+        /// the principal was revoked
+        PRINCIPAL_REVOKED = Unauthenticated;
+        /// the principal holds no assignment for this action, object, audience and purpose
+        NO_ASSIGNMENT = PermissionDenied;
+        /// the principal's policy changed since the decision this call relied on
+        POLICY_GENERATION_STALE = PermissionDenied;
+    }
+}
+
+/// `lychd.auth`'s refusals.
+pub const REFUSALS: lychd_refusal::Refusals =
+    lychd_refusal::Refusals::new("lychd.auth", reasons::OWN);
+pub const DOMAIN: &str = REFUSALS.domain;
 
 /// A principal as resolved for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,14 +98,12 @@ pub struct Decision {
     pub revocation_generation: i64,
 }
 
-/// Deny reasons that mean "this token does not authenticate anyone now".
-pub const AUTHENTICATION_REASONS: &[&str] = &[
-    "SESSION_UNKNOWN",
-    "SESSION_EXPIRED",
-    "SESSION_REVOKED",
-    "CREDENTIAL_REVOKED",
-    "PRINCIPAL_REVOKED",
-];
+/// Whether Ward's deny reason `name` means "this token does not authenticate anyone now".
+pub fn is_authentication_reason(name: &str) -> bool {
+    reasons::OWN
+        .iter()
+        .any(|r| r.name == name && r.code == Code::Unauthenticated)
+}
 
 /// Why a verification did not produce an answer or a principal.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -92,13 +120,9 @@ impl AuthError {
     pub fn into_status(self) -> Status {
         match self {
             AuthError::Unauthenticated(reason) => {
-                refusal(Code::Unauthenticated, &reason, "session not valid")
+                REFUSALS.relay(Code::Unauthenticated, &reason, "session not valid")
             }
-            AuthError::Unavailable(_) => refusal(
-                Code::Unavailable,
-                "AUTHORIZATION_UNAVAILABLE",
-                "authorization service unavailable",
-            ),
+            AuthError::Unavailable(_) => REFUSALS.refuse(reasons::AUTHORIZATION_UNAVAILABLE),
         }
     }
 }
@@ -108,15 +132,6 @@ impl AuthError {
 pub trait Verifier: Send + Sync + 'static {
     async fn authenticate(&self, token: &str) -> Result<Principal, AuthError>;
     async fn authorize(&self, query: &Query<'_>) -> Result<Decision, AuthError>;
-}
-
-pub(crate) fn refusal(code: Code, reason: &str, message: &str) -> Status {
-    use tonic_types::{ErrorDetails, StatusExt};
-    Status::with_error_details(
-        code,
-        message,
-        ErrorDetails::with_error_info(reason, DOMAIN, std::collections::HashMap::new()),
-    )
 }
 
 /// The bearer token of a request (already required by the layer).
@@ -131,23 +146,13 @@ pub fn bearer<T>(request: &tonic::Request<T>) -> Result<&str, Status> {
 
 pub(crate) fn bearer_of(header: Option<&str>) -> Result<&str, Status> {
     let Some(value) = header else {
-        return Err(refusal(
-            Code::Unauthenticated,
-            "CREDENTIAL_MISSING",
-            "missing bearer credential",
-        ));
+        return Err(REFUSALS.refuse(reasons::CREDENTIAL_MISSING));
     };
     value
         .strip_prefix("Bearer ")
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            refusal(
-                Code::Unauthenticated,
-                "CREDENTIAL_MALFORMED",
-                "authorization must be `Bearer <token>`",
-            )
-        })
+        .ok_or_else(|| REFUSALS.refuse(reasons::CREDENTIAL_MALFORMED))
 }
 
 /// What handlers use to decide, bound to the receiving office (the audience).
@@ -215,14 +220,12 @@ impl Decision {
     pub fn into_principal(self, action: &str, object: &str) -> Result<Principal, Status> {
         match (self.allowed, self.principal) {
             (true, Some(principal)) => Ok(principal),
-            _ if AUTHENTICATION_REASONS.contains(&self.reason.as_str()) => Err(refusal(
-                Code::Unauthenticated,
-                &self.reason,
-                "session not valid",
-            )),
+            _ if is_authentication_reason(&self.reason) => {
+                Err(REFUSALS.relay(Code::Unauthenticated, &self.reason, "session not valid"))
+            }
             _ => {
                 tracing::info!(action, object, reason = %self.reason, "permission denied");
-                Err(refusal(
+                Err(REFUSALS.relay(
                     Code::PermissionDenied,
                     &self.reason,
                     &format!("not permitted: {action} on {object}"),

@@ -22,10 +22,9 @@ pub async fn describe(
     ctx: &ServeContext,
     include_peers: bool,
 ) -> Result<OfficeDescription, Status> {
-    let schema_version = crate::db::schema_version(&ctx.pool).await.map_err(|e| {
-        tracing::error!(error = %e, "schema version query failed");
-        Status::unavailable("database unavailable")
-    })?;
+    let schema_version = crate::db::schema_version(&ctx.pool)
+        .await
+        .map_err(|e| crate::refusal::Refusals::new(ctx.office.domain(), &[]).database(&e))?;
     let mut peers = Vec::new();
     if include_peers {
         for (name, peer) in &ctx.config.peers {

@@ -16,8 +16,11 @@ pub mod db;
 pub mod describe;
 pub mod health;
 pub mod server;
-pub mod status;
 pub mod telemetry;
+
+/// The one refusal vocabulary (`lychd-refusal`): reasons, catalogues, violations, database
+/// failures.
+pub use lychd_refusal as refusal;
 
 /// The five offices. Each has its own schema, roles, default port and binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,6 +64,17 @@ impl Office {
             Office::Ward => "lychd.ward.v1.Ward",
             Office::Archive => "lychd.archive.v1.Archive",
             Office::HelmLoop => "lychd.helmloop.v1.HelmLoop",
+        }
+    }
+
+    /// `ErrorInfo.domain` of the office's refusals.
+    pub const fn domain(self) -> &'static str {
+        match self {
+            Office::Dispatcher => "lychd.dispatcher",
+            Office::Orchestrator => "lychd.orchestrator",
+            Office::Ward => "lychd.ward",
+            Office::Archive => "lychd.archive",
+            Office::HelmLoop => "lychd.helmloop",
         }
     }
 

@@ -8,11 +8,14 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::demand::Demand;
-use crate::domain::key::{Family, check_label, parse_v1};
+use crate::domain::key::{Family, check_label, check_slug, parse_v1};
 use crate::domain::lease::{LeaseState, TtlPolicy, check_priority};
 use crate::domain::observation::{Observed, Phase};
 use crate::domain::registry::{Animator, Capability, Dialect, Modality, Registry, SourceKind};
-use crate::error::{DispatcherError, Violation};
+use lychd_runtime::refusal::{Reason, Violations};
+
+use crate::error::DispatcherError;
+use crate::error::reasons::*;
 use crate::service::LeaseCommand;
 use crate::store::admission::AdmissionRow;
 use crate::store::leases::{Cursor, EventRow, LeaseRow};
@@ -20,12 +23,8 @@ use crate::store::observations::Cached;
 
 type Decoded<T> = Result<T, DispatcherError>;
 
-fn finish<T>(v: Vec<Violation>, value: impl FnOnce() -> T) -> Decoded<T> {
-    if v.is_empty() {
-        Ok(value())
-    } else {
-        Err(DispatcherError::InvalidArgument(v))
-    }
+fn finish<T>(v: Violations, value: impl FnOnce() -> T) -> Decoded<T> {
+    Ok(v.finish(value)?)
 }
 
 pub fn ts(t: OffsetDateTime) -> prost_types::Timestamp {
@@ -97,16 +96,9 @@ fn dialect_to_pb(d: Dialect) -> pb::Dialect {
     }
 }
 
-fn label(
-    v: &mut Vec<Violation>,
-    field: &str,
-    reason: &'static str,
-    s: &str,
-    max: usize,
-    optional: bool,
-) {
+fn label(v: &mut Violations, field: &str, reason: Reason, s: &str, max: usize, optional: bool) {
     if let Err(e) = check_label(s, max, optional) {
-        v.push(Violation::new(field, reason, e));
+        v.push(field, reason, e);
     }
 }
 
@@ -122,23 +114,19 @@ fn check_model(s: &str) -> Result<(), &'static str> {
 
 /// `LeaseRequest` → command.
 pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCommand> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     let has_demand = req.demand.is_some();
     let d = match req.demand {
         Some(d) => d,
         None => {
-            v.push(Violation::new("demand", "DEMAND_MISSING", "is required"));
+            v.push("demand", DEMAND_MISSING, "is required");
             pb::Demand::default()
         }
     };
     let family = match family_from_pb(d.family) {
         Ok(f) => f,
         Err(()) => {
-            v.push(Violation::new(
-                "demand.family",
-                "FAMILY_UNKNOWN",
-                "unknown family value",
-            ));
+            v.push("demand.family", FAMILY_UNKNOWN, "unknown family value");
             None
         }
     };
@@ -148,27 +136,27 @@ pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCom
         match parse_v1(&d.capability_key) {
             Ok(k) => Some(k),
             Err(e) => {
-                v.push(Violation::new(
+                v.push(
                     "demand.capability_key",
-                    "CAPABILITY_KEY_MALFORMED",
+                    CAPABILITY_KEY_MALFORMED,
                     e.describe(),
-                ));
+                );
                 None
             }
         }
     };
     if has_demand && d.family == pb::Family::Unspecified as i32 && d.capability_key.is_empty() {
-        v.push(Violation::new(
+        v.push(
             "demand.family",
-            "DEMAND_UNDERSPECIFIED",
+            DEMAND_UNDERSPECIFIED,
             "give a family or a capability_key",
-        ));
+        );
     }
     let model = if d.model_id.is_empty() {
         None
     } else {
         if let Err(e) = check_model(&d.model_id) {
-            v.push(Violation::new("demand.model_id", "MODEL_ID_INVALID", e));
+            v.push("demand.model_id", MODEL_ID_INVALID, e);
         }
         Some(d.model_id.clone())
     };
@@ -178,30 +166,30 @@ pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCom
             Some(m) => {
                 modalities.insert(m);
             }
-            None => v.push(Violation::new(
+            None => v.push(
                 format!("demand.input_modalities[{i}]"),
-                "MODALITY_UNKNOWN",
+                MODALITY_UNKNOWN,
                 "unknown or unspecified input modality",
-            )),
+            ),
         }
     }
-    label(&mut v, "holder", "HOLDER_INVALID", &req.holder, 128, false);
-    label(&mut v, "run_id", "RUN_ID_INVALID", &req.run_id, 128, true);
+    label(&mut v, "holder", HOLDER_INVALID, &req.holder, 128, false);
+    label(&mut v, "run_id", RUN_ID_INVALID, &req.run_id, 128, true);
     label(
         &mut v,
         "attempt_id",
-        "ATTEMPT_ID_INVALID",
+        ATTEMPT_ID_INVALID,
         &req.attempt_id,
         128,
         true,
     );
     if let Err(e) = check_priority(req.priority) {
-        v.push(Violation::new("priority", "PRIORITY_OUT_OF_RANGE", e));
+        v.push("priority", PRIORITY_OUT_OF_RANGE, e);
     }
     let ttl_seconds = match ttl.resolve(req.ttl_seconds) {
         Ok(t) => t,
         Err(e) => {
-            v.push(Violation::new("ttl_seconds", "TTL_OUT_OF_BOUNDS", e));
+            v.push("ttl_seconds", TTL_OUT_OF_BOUNDS, e);
             0
         }
     };
@@ -221,15 +209,11 @@ pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCom
     })
 }
 
-fn lease_id(v: &mut Vec<Violation>, s: &str) -> Uuid {
+fn lease_id(v: &mut Violations, s: &str) -> Uuid {
     match Uuid::parse_str(s) {
         Ok(u) => u,
         Err(_) => {
-            v.push(Violation::new(
-                "lease_id",
-                "LEASE_ID_MALFORMED",
-                "must be a UUID",
-            ));
+            v.push("lease_id", LEASE_ID_MALFORMED, "must be a UUID");
             Uuid::nil()
         }
     }
@@ -237,13 +221,13 @@ fn lease_id(v: &mut Vec<Violation>, s: &str) -> Uuid {
 
 /// `RenewLeaseRequest` → (id, holder, ttl).
 pub fn renew_request(req: &pb::RenewLeaseRequest, ttl: &TtlPolicy) -> Decoded<(Uuid, String, u32)> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     let id = lease_id(&mut v, &req.lease_id);
-    label(&mut v, "holder", "HOLDER_INVALID", &req.holder, 128, false);
+    label(&mut v, "holder", HOLDER_INVALID, &req.holder, 128, false);
     let t = match ttl.resolve(req.ttl_seconds) {
         Ok(t) => t,
         Err(e) => {
-            v.push(Violation::new("ttl_seconds", "TTL_OUT_OF_BOUNDS", e));
+            v.push("ttl_seconds", TTL_OUT_OF_BOUNDS, e);
             0
         }
     };
@@ -252,33 +236,25 @@ pub fn renew_request(req: &pb::RenewLeaseRequest, ttl: &TtlPolicy) -> Decoded<(U
 
 /// `ReleaseLeaseRequest` → (id, holder).
 pub fn release_request(req: &pb::ReleaseLeaseRequest) -> Decoded<(Uuid, String)> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     let id = lease_id(&mut v, &req.lease_id);
-    label(&mut v, "holder", "HOLDER_INVALID", &req.holder, 128, false);
+    label(&mut v, "holder", HOLDER_INVALID, &req.holder, 128, false);
     finish(v, || (id, req.holder.clone()))
 }
 
 /// Declared, distinct animators (sorted). `allow_empty` for "all".
 pub fn animators(reg: &Registry, names: &[String], allow_empty: bool) -> Decoded<Vec<String>> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     if names.is_empty() && !allow_empty {
-        v.push(Violation::new(
-            "animators",
-            "ANIMATORS_EMPTY",
-            "name at least one animator",
-        ));
+        v.push("animators", ANIMATORS_EMPTY, "name at least one animator");
     }
     let mut seen = BTreeSet::new();
     for (i, n) in names.iter().enumerate() {
         let field = format!("animators[{i}]");
         if reg.animator(n).is_none() {
-            v.push(Violation::new(
-                field,
-                "ANIMATOR_UNKNOWN",
-                "names no declared animator",
-            ));
+            v.push(field, ANIMATOR_UNKNOWN, "names no declared animator");
         } else if !seen.insert(n.clone()) {
-            v.push(Violation::new(field, "ANIMATOR_DUPLICATE", "named twice"));
+            v.push(field, ANIMATOR_DUPLICATE, "named twice");
         }
     }
     finish(v, || seen.into_iter().collect())
@@ -289,11 +265,11 @@ pub fn close_request(
     reg: &Registry,
     req: &pb::CloseAdmissionRequest,
 ) -> Decoded<(String, Vec<String>, String)> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     label(
         &mut v,
         "request_id",
-        "REQUEST_ID_INVALID",
+        REQUEST_ID_INVALID,
         &req.request_id,
         128,
         false,
@@ -306,7 +282,7 @@ pub fn close_request(
         }
         Err(e) => return Err(e),
     };
-    label(&mut v, "reason", "REASON_INVALID", &req.reason, 256, false);
+    label(&mut v, "reason", REASON_INVALID, &req.reason, 256, false);
     finish(v, || (req.request_id.clone(), names, req.reason.clone()))
 }
 
@@ -316,7 +292,7 @@ pub fn drain_request(
     req: &pb::AwaitDrainRequest,
     max_ms: u32,
 ) -> Decoded<(Vec<String>, u32)> {
-    let mut v = Vec::new();
+    let mut v = Violations::new();
     let names = match animators(reg, &req.animators, false) {
         Ok(n) => n,
         Err(DispatcherError::InvalidArgument(more)) => {
@@ -326,19 +302,34 @@ pub fn drain_request(
         Err(e) => return Err(e),
     };
     if req.wait_ms > max_ms {
-        v.push(Violation::new(
+        v.push(
             "wait_ms",
-            "WAIT_OUT_OF_BOUNDS",
+            WAIT_OUT_OF_BOUNDS,
             format!("must be at most {max_ms}"),
-        ));
+        );
     }
     finish(v, || (names, req.wait_ms))
+}
+
+/// `ListLeases`' animator filter: each an animator name (declared or not: a filter).
+pub fn animator_filter(names: &[String]) -> Decoded<()> {
+    let mut v = Violations::new();
+    for (i, a) in names.iter().enumerate() {
+        if check_slug(a).is_err() {
+            v.push(
+                format!("animators[{i}]"),
+                ANIMATOR_INVALID,
+                "must be an animator name",
+            );
+        }
+    }
+    finish(v, || ())
 }
 
 /// A closure token.
 pub fn closure_token(s: &str) -> Decoded<Uuid> {
     Uuid::parse_str(s).map_err(|_| {
-        DispatcherError::invalid("closure_token", "CLOSURE_TOKEN_MALFORMED", "must be a UUID")
+        DispatcherError::invalid("closure_token", CLOSURE_TOKEN_MALFORMED, "must be a UUID")
     })
 }
 
@@ -350,7 +341,7 @@ pub fn page_token(s: &str) -> Decoded<Option<Cursor>> {
     let bad = || {
         DispatcherError::invalid(
             "page.page_token",
-            "PAGE_TOKEN_INVALID",
+            PAGE_TOKEN_INVALID,
             "not a token this office issued",
         )
     };
@@ -490,7 +481,7 @@ mod tests {
     fn reasons(r: pb::LeaseRequest) -> Vec<(String, &'static str)> {
         match lease_request(r, &TTL) {
             Err(DispatcherError::InvalidArgument(v)) => {
-                v.into_iter().map(|v| (v.field, v.reason)).collect()
+                v.iter().map(|v| (v.field.clone(), v.reason.name)).collect()
             }
             other => panic!("expected invalid, got {other:?}"),
         }

@@ -207,19 +207,7 @@ impl Dispatcher for DispatcherService {
             .authorize(&request, "dispatcher:read", "lease:*")
             .await?;
         let req = request.into_inner();
-        let mut violations = Vec::new();
-        for (i, a) in req.animators.iter().enumerate() {
-            if crate::domain::key::check_slug(a).is_err() {
-                violations.push(crate::error::Violation::new(
-                    format!("animators[{i}]"),
-                    "ANIMATOR_INVALID",
-                    "must be an animator name",
-                ));
-            }
-        }
-        if !violations.is_empty() {
-            return Err(err(DispatcherError::InvalidArgument(violations)));
-        }
+        convert::animator_filter(&req.animators).map_err(err)?;
         let page = req.page.unwrap_or_default();
         let after = convert::page_token(&page.page_token).map_err(err)?;
         let size = match page.page_size {
@@ -381,7 +369,7 @@ impl Dispatcher for DispatcherService {
         let after = i64::try_from(req.after_sequence).map_err(|_| {
             err(DispatcherError::invalid(
                 "after_sequence",
-                "SEQUENCE_OUT_OF_RANGE",
+                crate::error::reasons::SEQUENCE_OUT_OF_RANGE,
                 "is beyond any sequence",
             ))
         })?;

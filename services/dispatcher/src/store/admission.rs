@@ -7,7 +7,9 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::error::{DispatcherError, Result, is_unique_violation};
+use lychd_runtime::refusal::is_unique_violation;
+
+use crate::error::{DispatcherError, Result};
 
 /// Admission of one animator, with its live leases counted by the database clock.
 #[derive(Debug, Clone, PartialEq, Eq)]

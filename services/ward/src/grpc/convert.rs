@@ -7,43 +7,25 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::domain::Violations;
+use lychd_runtime::refusal::Violations;
+
+use crate::domain::grammar::{
+    Action, Audience, DisplayName, Object, PrincipalName, Purpose, Question,
+};
 use crate::domain::kinds::{CredentialKind, PrincipalKind};
-use crate::domain::paging;
+use crate::domain::lifetime;
+use crate::domain::paging::{self, List};
 use crate::error::WardError;
+use crate::store;
 use crate::store::PrincipalRecord;
 use crate::store::assignments::AssignmentRecord;
 use crate::store::audit::AuditRecord;
 
-/// Finish decoding: all violations at once, or nothing.
-pub fn finish(v: Violations) -> Result<(), WardError> {
-    if v.is_empty() {
-        Ok(())
-    } else {
-        Err(WardError::InvalidArgument(v.into_vec()))
-    }
-}
-
-/// A field that decoded without a violation is present; this is only the type system's due.
-pub fn missing() -> tonic::Status {
-    tonic::Status::internal("invariant: decoded fields are present when no violation was recorded")
-}
-
 pub fn uuid(v: &mut Violations, field: &str, s: &str) -> Option<Uuid> {
     if s.is_empty() {
-        v.push(field, "is required");
-        return None;
+        return v.require(field, Err("is required"));
     }
-    v.check(field, Uuid::try_parse(s).map_err(|_| "must be a UUID"))
-}
-
-/// An optional UUID filter: empty means none.
-pub fn optional_uuid(v: &mut Violations, field: &str, s: &str) -> Option<Option<Uuid>> {
-    if s.is_empty() {
-        Some(None)
-    } else {
-        uuid(v, field, s).map(Some)
-    }
+    v.require(field, Uuid::try_parse(s).map_err(|_| "must be a UUID"))
 }
 
 pub fn principal_kind(v: &mut Violations, field: &str, raw: i32) -> Option<PrincipalKind> {
@@ -56,7 +38,7 @@ pub fn principal_kind(v: &mut Violations, field: &str, raw: i32) -> Option<Princ
             Err("must be PRINCIPAL_KIND_HUMAN, _SERVICE, _PEER or _NODE")
         }
     };
-    v.check(field, kind)
+    v.require(field, kind)
 }
 
 pub fn credential_kind(v: &mut Violations, field: &str, raw: i32) -> Option<CredentialKind> {
@@ -67,7 +49,7 @@ pub fn credential_kind(v: &mut Violations, field: &str, raw: i32) -> Option<Cred
             Err("must be CREDENTIAL_KIND_ENROLLMENT or CREDENTIAL_KIND_STANDING")
         }
     };
-    v.check(field, kind)
+    v.require(field, kind)
 }
 
 pub fn time(v: &mut Violations, field: &str, t: &Timestamp) -> Option<OffsetDateTime> {
@@ -77,13 +59,174 @@ pub fn time(v: &mut Violations, field: &str, t: &Timestamp) -> Option<OffsetDate
         )
         .is_ok();
     if !valid {
-        v.push(field, "is not a valid timestamp");
-        return None;
+        return v.require(field, Err("is not a valid timestamp"));
     }
     OffsetDateTime::from_unix_timestamp_nanos(
         i128::from(t.seconds) * 1_000_000_000 + i128::from(t.nanos),
     )
     .ok()
+}
+
+type Decoded<T> = Result<T, WardError>;
+
+/// `Authorize`'s question, checked (the asker's own question is separate).
+pub fn authorize_request(r: &pb::AuthorizeRequest) -> Decoded<()> {
+    let mut v = Violations::new();
+    if r.token.is_empty() {
+        v.require::<(), _>("token", Err("is required"));
+    }
+    v.require("action", Action::parse(&r.action));
+    v.require("object", Object::parse(&r.object));
+    v.require("audience", Audience::parse(&r.audience));
+    v.require("purpose", Purpose::parse(&r.purpose));
+    if r.expected_policy_generation.is_some_and(|g| g < 0) {
+        v.require::<(), _>("expected_policy_generation", Err("must not be negative"));
+    }
+    Ok(v.finish(|| ())?)
+}
+
+pub fn enrollment(r: &pb::EnrollPrincipalRequest) -> Decoded<store::principals::Enrollment> {
+    let mut v = Violations::new();
+    let kind = principal_kind(&mut v, "kind", r.kind);
+    let name = v.require("name", PrincipalName::parse(&r.name));
+    // Empty: the principal's name. Non-human principals have no user account; a display name
+    // given for one is checked, then not stored.
+    let display_name = match r.display_name.as_str() {
+        "" => Some(None),
+        d => v.require("display_name", DisplayName::parse(d)).map(Some),
+    };
+    match (kind, name, display_name) {
+        (Some(kind), Some(name), Some(display_name)) if v.is_empty() => {
+            Ok(store::principals::Enrollment {
+                kind,
+                name,
+                display_name,
+            })
+        }
+        _ => Err(v.into()),
+    }
+}
+
+pub struct Issue {
+    pub principal_id: Uuid,
+    pub kind: CredentialKind,
+    /// Seconds.
+    pub ttl: u32,
+}
+
+pub fn issue(r: &pb::IssueCredentialRequest) -> Decoded<Issue> {
+    let mut v = Violations::new();
+    let principal_id = uuid(&mut v, "principal_id", &r.principal_id);
+    let kind = credential_kind(&mut v, "kind", r.kind);
+    let ttl =
+        kind.and_then(|k| v.require("ttl_seconds", lifetime::credential_ttl(k, r.ttl_seconds)));
+    match (principal_id, kind, ttl) {
+        (Some(principal_id), Some(kind), Some(ttl)) if v.is_empty() => Ok(Issue {
+            principal_id,
+            kind,
+            ttl,
+        }),
+        _ => Err(v.into()),
+    }
+}
+
+/// A required id.
+pub fn id(field: &str, s: &str) -> Decoded<Uuid> {
+    let mut v = Violations::new();
+    uuid(&mut v, field, s).ok_or_else(|| v.into())
+}
+
+pub enum RevokeTarget {
+    Credential(Uuid),
+    Session(Uuid),
+    Principal(Uuid),
+}
+
+pub fn revoke_target(r: &pb::RevokeRequest) -> Decoded<RevokeTarget> {
+    use pb::revoke_request::Target;
+    match &r.target {
+        Some(Target::CredentialId(s)) => id("credential_id", s).map(RevokeTarget::Credential),
+        Some(Target::SessionId(s)) => id("session_id", s).map(RevokeTarget::Session),
+        Some(Target::PrincipalId(s)) => id("principal_id", s).map(RevokeTarget::Principal),
+        None => {
+            let mut v = Violations::new();
+            v.require::<(), _>(
+                "target",
+                Err("one of credential_id, session_id or principal_id is required"),
+            );
+            Err(v.into())
+        }
+    }
+}
+
+pub struct Assign {
+    pub principal_id: Uuid,
+    pub grant: Question,
+    pub expires_at: Option<OffsetDateTime>,
+}
+
+pub fn assign(r: &pb::AssignRequest) -> Decoded<Assign> {
+    let mut v = Violations::new();
+    let principal_id = uuid(&mut v, "principal_id", &r.principal_id);
+    let action = v.require("action", Action::parse(&r.action));
+    let object = v.require("object", Object::parse(&r.object));
+    let audience = v.require("audience", Audience::parse(&r.audience));
+    let purpose = v.require("purpose", Purpose::parse(&r.purpose));
+    let expires_at = match &r.expires_at {
+        None => Some(None),
+        Some(t) => time(&mut v, "expires_at", t).map(Some),
+    };
+    match (principal_id, action, object, audience, purpose, expires_at) {
+        (
+            Some(principal_id),
+            Some(action),
+            Some(object),
+            Some(audience),
+            Some(purpose),
+            Some(expires_at),
+        ) if v.is_empty() => Ok(Assign {
+            principal_id,
+            grant: Question {
+                action,
+                object,
+                audience,
+                purpose,
+            },
+            expires_at,
+        }),
+        _ => Err(v.into()),
+    }
+}
+
+/// A page of a list keyed by UUID: size and the id to continue after.
+pub struct UuidPage {
+    pub size: u32,
+    pub after: Option<Uuid>,
+}
+
+fn uuid_page(v: &mut Violations, list: List, p: Option<&PageRequest>) -> Option<UuidPage> {
+    let (size, token) = page(p);
+    let after = v.require("page.page_token", paging::uuid_after(list, token))?;
+    Some(UuidPage { size, after })
+}
+
+pub fn principals_page(r: &pb::ListPrincipalsRequest) -> Decoded<UuidPage> {
+    let mut v = Violations::new();
+    uuid_page(&mut v, List::Principals, r.page.as_ref()).ok_or_else(|| v.into())
+}
+
+/// `ListAssignments`: the optional principal filter and the page.
+pub fn assignments_page(r: &pb::ListAssignmentsRequest) -> Decoded<(Option<Uuid>, UuidPage)> {
+    let mut v = Violations::new();
+    let principal_id = match r.principal_id.as_str() {
+        "" => Some(None),
+        id => uuid(&mut v, "principal_id", id).map(Some),
+    };
+    let page = uuid_page(&mut v, List::Assignments, r.page.as_ref());
+    match (principal_id, page) {
+        (Some(principal_id), Some(page)) if v.is_empty() => Ok((principal_id, page)),
+        _ => Err(v.into()),
+    }
 }
 
 /// Page size and the raw token of an optional page request.
@@ -180,7 +323,7 @@ mod tests {
         assert_eq!(principal_kind(&mut v, "kind", 7), None);
         assert_eq!(credential_kind(&mut v, "kind", -1), None);
         assert_eq!(credential_kind(&mut v, "kind", 0), None);
-        assert_eq!(v.into_vec().len(), 4);
+        assert_eq!(v.len(), 4);
         for k in PrincipalKind::ALL {
             let mut v = Violations::new();
             assert_eq!(
@@ -195,11 +338,9 @@ mod tests {
         let mut v = Violations::new();
         let id = Uuid::new_v4();
         assert_eq!(uuid(&mut v, "id", &id.to_string()), Some(id));
-        assert_eq!(optional_uuid(&mut v, "id", ""), Some(None));
         assert!(v.is_empty());
         assert_eq!(uuid(&mut v, "id", ""), None);
         assert_eq!(uuid(&mut v, "id", "nope"), None);
-        assert_eq!(optional_uuid(&mut v, "id", "nope"), None);
         let t = time(
             &mut v,
             "t",
@@ -238,6 +379,6 @@ mod tests {
             ),
             None
         );
-        assert_eq!(v.into_vec().len(), 5);
+        assert_eq!(v.len(), 4);
     }
 }

@@ -1,6 +1,6 @@
 //! `LocalVerifier`: Ward's own `lychd_auth::Verifier`, deciding from its tables.
 
-use lychd_auth::{AUTHENTICATION_REASONS, AuthError, Query};
+use lychd_auth::{AuthError, Query, is_authentication_reason};
 use lychd_ward::store::{assignments, credentials};
 use secrecy::ExposeSecret;
 
@@ -67,7 +67,7 @@ async fn the_local_verifier_answers_from_the_tables() {
         (d.allowed, d.reason.as_str(), d.principal),
         (false, "CREDENTIAL_REVOKED", None)
     );
-    assert!(AUTHENTICATION_REASONS.contains(&d.reason.as_str()));
+    assert!(is_authentication_reason(&d.reason));
     match v.authenticate(t).await {
         Err(AuthError::Unauthenticated(reason)) => assert_eq!(reason, "CREDENTIAL_REVOKED"),
         other => panic!("{other:?}"),
