@@ -4,6 +4,9 @@
 //! Pure: no I/O, no clock, no async runtime; it never panics on input. The
 //! `helmloop` binary in this crate is the only place that touches files.
 //!
+//! Citations in this crate: "spec §N" is HelmLoop Protocol v0.1 §N,
+//! "resolutions §X" is HelmLoop resolutions §X (see `docs/sources.md`).
+//!
 //! ```
 //! use lychd_helmloop::{Domain, canonicalize, digest_json};
 //! let canonical = canonicalize(br#"{"b": 1, "a": [true, null]}"#).unwrap();

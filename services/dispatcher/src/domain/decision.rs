@@ -1,4 +1,5 @@
-//! The issue decision table (002 lines 7093-7113), on a fresh observation of the chosen record.
+//! The issue decision table (LychD design rules §22 Dispatcher, "Refresh the selected route"),
+//! on a fresh observation of the chosen record.
 //!
 //! | chosen record | fresh observation | admission | result |
 //! | --- | --- | --- | --- |
@@ -13,7 +14,7 @@
 //! | shared soulstone | COLD / ACTIVATABLE / WARMING | open | unavailable `NOT_WARM` |
 //! | shared soulstone | COLD / ACTIVATABLE / WARMING | closed | hardware transition (drain in progress) |
 //!
-//! The last row of the seed's table — a drain closing during issue — is decided at
+//! The last row of the design rule's table — a drain closing during issue — is decided at
 //! registration: the lease is written only if the animator's admission generation is the one
 //! captured before the probe and admission is open; otherwise the answer is the transition
 //! signal and nothing is written.

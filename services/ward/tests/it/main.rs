@@ -1,6 +1,8 @@
-//! Ward's store and LocalVerifier against a real PostgreSQL (one fresh database per test, as
-//! the runtime role `lychd_ward_app`). gRPC-level and cross-office tests live with the auth
-//! layer.
+//! Ward against a real PostgreSQL, one fresh database per test: the store, the decision log
+//! and `LocalVerifier` as the runtime role `lychd_ward_app` (one module per concern, sharing
+//! `common`), and in `grpc` the handlers over real gRPC (an in-process Ward on port 0). Another
+//! office asking Ward is tested with that office (`services/dispatcher/tests/it/auth.rs`);
+//! authority across offices running as real processes in `tests/e2e/authority.rs`.
 
 mod audit;
 mod bootstrap;
