@@ -18,7 +18,7 @@ impl Archive for ArchiveService {
         request: Request<DescribeRequest>,
     ) -> Result<Response<DescribeResponse>, Status> {
         self.ctx
-            .authorize(&request, "archive:describe", "office:archive")
+            .authorize(&request, crate::actions::DESCRIBE, "office:archive")
             .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;

@@ -4,6 +4,8 @@
 //! no sqlx, no tonic) and `store/` (SQL on the `archive` schema only) arrive with the office's
 //! features.
 
+pub mod actions;
+pub mod error;
 pub mod grpc;
 
 use lychd_runtime::Office;
@@ -18,6 +20,8 @@ pub const OFFICE: Office = Office::Archive;
 pub fn spec() -> OfficeSpec {
     OfficeSpec {
         office: OFFICE,
+        refusals: error::REFUSALS,
+        actions: actions::ALL,
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: None,

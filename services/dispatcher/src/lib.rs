@@ -7,6 +7,7 @@
 //! (SQL on the `dispatcher` schema only), `service` (use cases composing them), `grpc` (thin
 //! handlers), `config` (the `[office]` registry), `error` (one error type, one status mapping).
 
+pub mod actions;
 pub mod config;
 pub mod domain;
 pub mod error;
@@ -27,6 +28,8 @@ pub const OFFICE: Office = Office::Dispatcher;
 pub fn spec() -> OfficeSpec {
     OfficeSpec {
         office: OFFICE,
+        refusals: error::REFUSALS,
+        actions: actions::ALL,
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: None,

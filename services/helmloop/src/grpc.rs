@@ -18,7 +18,7 @@ impl HelmLoop for HelmLoopService {
         request: Request<DescribeRequest>,
     ) -> Result<Response<DescribeResponse>, Status> {
         self.ctx
-            .authorize(&request, "helmloop:describe", "office:helmloop")
+            .authorize(&request, crate::actions::DESCRIBE, "office:helmloop")
             .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;

@@ -18,7 +18,7 @@ impl Orchestrator for OrchestratorService {
         request: Request<DescribeRequest>,
     ) -> Result<Response<DescribeResponse>, Status> {
         self.ctx
-            .authorize(&request, "orchestrator:describe", "office:orchestrator")
+            .authorize(&request, crate::actions::DESCRIBE, "office:orchestrator")
             .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;

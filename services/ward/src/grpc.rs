@@ -19,16 +19,18 @@ use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+use crate::actions;
 use crate::domain::paging;
 use crate::error::{DOMAIN, WardError};
 use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::Asked;
 use crate::store::{self, decisions};
+use lychd_runtime::auth::Action;
 
 /// What an administrator holds.
-pub const ADMINISTER: (&str, &str) = ("ward:administer", "principal:*");
+pub const ADMINISTER: (Action, &str) = (actions::ADMINISTER, "principal:*");
 /// What an office holds to ask about other principals' tokens.
-pub const DECIDE: (&str, &str) = ("ward:decide", "decision:*");
+pub const DECIDE: (Action, &str) = (actions::DECIDE, "decision:*");
 
 pub struct WardService {
     ctx: ServeContext,
@@ -41,7 +43,7 @@ impl WardService {
     async fn authorize<T>(
         &self,
         request: &Request<T>,
-        (action, object): (&str, &str),
+        (action, object): (Action, &str),
     ) -> Result<Option<Uuid>, Status> {
         let principal = self.ctx.authorize(request, action, object).await?;
         Ok(Uuid::try_parse(&principal.id).ok())
@@ -57,10 +59,10 @@ impl WardService {
 fn decide_question(token: &str) -> decisions::Question<'_> {
     decisions::Question {
         token,
-        action: DECIDE.0,
+        action: DECIDE.0.name,
         object: DECIDE.1,
         audience: crate::OFFICE.name(),
-        purpose: "decide",
+        purpose: DECIDE.0.verb(),
         expected_policy_generation: None,
         asked_by: None,
     }
@@ -68,7 +70,7 @@ fn decide_question(token: &str) -> decisions::Question<'_> {
 
 /// An asker's refused decision, as the auth layer would refuse it.
 fn refused(d: &decisions::DecisionRecord) -> Status {
-    match crate::verifier::decision(d).into_principal(DECIDE.0, DECIDE.1) {
+    match crate::verifier::decision(d).into_principal(DECIDE.0.name, DECIDE.1) {
         Err(status) => status,
         Ok(_) => unreachable!("invariant: a refused asker's decision is not allowed"),
     }
@@ -81,7 +83,7 @@ impl Ward for WardService {
         request: Request<pb::DescribeRequest>,
     ) -> Result<Response<pb::DescribeResponse>, Status> {
         self.ctx
-            .authorize(&request, "ward:describe", "office:ward")
+            .authorize(&request, actions::DESCRIBE, "office:ward")
             .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;

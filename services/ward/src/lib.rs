@@ -6,6 +6,7 @@
 //! handlers: decode → domain/store → encode), `verifier` (Ward's own [`lychd_auth::Verifier`],
 //! deciding from its tables), `error` (the one error type and its status mapping).
 
+pub mod actions;
 pub mod domain;
 pub mod error;
 pub mod grpc;
@@ -76,6 +77,8 @@ const COMMANDS: &[OfficeCommand] = &[OfficeCommand {
 pub fn spec() -> OfficeSpec {
     OfficeSpec {
         office: OFFICE,
+        refusals: error::REFUSALS,
+        actions: actions::ALL,
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: Some(local_verifier),

@@ -56,6 +56,50 @@ pub const REFUSALS: lychd_refusal::Refusals =
     lychd_refusal::Refusals::new("lychd.auth", reasons::OWN);
 pub const DOMAIN: &str = REFUSALS.domain;
 
+/// One action an office enforces (`<office>:<verb>`), declared in the office's action
+/// catalogue with [`actions!`]; handlers can only ask about declared actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    pub name: &'static str,
+    /// What holding it allows.
+    pub meaning: &'static str,
+}
+
+impl Action {
+    /// The verb after `:`, the default purpose of a question about it.
+    pub fn verb(&self) -> &'static str {
+        self.name
+            .split_once(':')
+            .map(|(_, verb)| verb)
+            .unwrap_or(self.name)
+    }
+}
+
+/// Declares an office's actions as constants plus `pub const ALL: &[Action]`, its catalogue:
+///
+/// ```
+/// lychd_auth::actions! {
+///     /// describe the office
+///     DESCRIBE = "archive:describe";
+/// }
+/// assert_eq!(ALL, [DESCRIBE]);
+/// assert_eq!(DESCRIBE.verb(), "describe");
+/// ```
+#[macro_export]
+macro_rules! actions {
+    ($( #[doc = $meaning:literal] $name:ident = $wire:literal; )*) => {
+        $(
+            #[doc = $meaning]
+            pub const $name: $crate::Action = $crate::Action {
+                name: $wire,
+                meaning: $meaning.trim_ascii(),
+            };
+        )*
+        /// This office's action catalogue.
+        pub const ALL: &[$crate::Action] = &[$($name),*];
+    };
+}
+
 /// A principal as resolved for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -176,14 +220,10 @@ impl Authorizer {
     pub async fn authorize<T>(
         &self,
         request: &tonic::Request<T>,
-        action: &str,
+        action: Action,
         object: &str,
     ) -> Result<Principal, Status> {
-        let purpose = action
-            .split_once(':')
-            .map(|(_, verb)| verb)
-            .unwrap_or(action);
-        self.authorize_for(request, action, object, purpose, None)
+        self.authorize_for(request, action, object, action.verb(), None)
             .await
     }
 
@@ -192,7 +232,7 @@ impl Authorizer {
     pub async fn authorize_for<T>(
         &self,
         request: &tonic::Request<T>,
-        action: &str,
+        action: Action,
         object: &str,
         purpose: &str,
         expected_policy_generation: Option<i64>,
@@ -200,7 +240,7 @@ impl Authorizer {
         let token = bearer(request)?;
         let query = Query {
             token,
-            action,
+            action: action.name,
             object,
             audience: self.audience,
             purpose,
@@ -210,7 +250,7 @@ impl Authorizer {
             .authorize(&query)
             .await
             .map_err(AuthError::into_status)?
-            .into_principal(action, object)
+            .into_principal(action.name, object)
     }
 }
 
@@ -256,4 +296,16 @@ pub fn inject_trace(metadata: &mut tonic::metadata::MetadataMap) {
     opentelemetry::global::get_text_map_propagator(|p| {
         p.inject_context(&cx, &mut MetadataInjector(metadata))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn refusals_are_documented() {
+        let doc = include_str!("../../../docs/refusals.md");
+        assert_eq!(
+            lychd_refusal::undocumented(doc, &super::REFUSALS),
+            Vec::<String>::new()
+        );
+    }
 }

@@ -1,4 +1,6 @@
 //! Authentication and authorization come from `lychd-auth` (Ward decides everything); this
 //! module re-exports what offices use through the runtime.
 
-pub use lychd_auth::{AuthError, Authorizer, Decision, Principal, Query, Verifier, bearer};
+pub use lychd_auth::{
+    Action, AuthError, Authorizer, Decision, Principal, Query, Verifier, actions, bearer,
+};

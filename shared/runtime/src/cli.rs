@@ -28,6 +28,10 @@ use crate::telemetry::Telemetry;
 /// What an office binary hands to [`main`].
 pub struct OfficeSpec {
     pub office: Office,
+    /// The office's refusal catalogue (`docs/refusals.md` lists it).
+    pub refusals: crate::refusal::Refusals,
+    /// The actions the office enforces (its action catalogue; Ward decides each).
+    pub actions: &'static [crate::auth::Action],
     pub migrator: &'static Migrator,
     pub start: Start,
     /// Ward answers authorization questions from its own tables; every other office leaves

@@ -83,7 +83,7 @@ impl ServeContext {
     pub async fn authorize<T>(
         &self,
         request: &tonic::Request<T>,
-        action: &str,
+        action: lychd_auth::Action,
         object: &str,
     ) -> Result<lychd_auth::Principal, tonic::Status> {
         self.authorizer.authorize(request, action, object).await

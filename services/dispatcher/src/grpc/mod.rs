@@ -14,6 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
+use crate::actions;
 use crate::error::DispatcherError;
 use crate::service::{LeaseOutcome, Prepared, Service};
 use crate::store;
@@ -38,7 +39,7 @@ impl Dispatcher for DispatcherService {
         request: Request<pb::DescribeRequest>,
     ) -> Result<Response<pb::DescribeResponse>, Status> {
         self.ctx
-            .authorize(&request, "dispatcher:describe", "office:dispatcher")
+            .authorize(&request, actions::DESCRIBE, "office:dispatcher")
             .await?;
         let office =
             lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
@@ -52,7 +53,7 @@ impl Dispatcher for DispatcherService {
         request: Request<pb::ListCapabilitiesRequest>,
     ) -> Result<Response<pb::ListCapabilitiesResponse>, Status> {
         self.ctx
-            .authorize(&request, "dispatcher:read", "capability:*")
+            .authorize(&request, actions::READ, "capability:*")
             .await?;
         let reg = &self.service.settings.registry;
         let cached = store::observations::all(&self.service.pool)
@@ -97,7 +98,7 @@ impl Dispatcher for DispatcherService {
         // The read-only half overlaps the caller's authorization; its answer is used only
         // once the caller is allowed (and an invalid request is refused only then).
         let (principal, prepared) = tokio::join!(
-            self.ctx.authorize(&asking, "dispatcher:lease", &object),
+            self.ctx.authorize(&asking, actions::LEASE, &object),
             async {
                 match &cmd {
                     Ok(c) => Some(self.service.prepare(&c.demand).await),
@@ -168,7 +169,7 @@ impl Dispatcher for DispatcherService {
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
         let object = format!("lease:{}", request.get_ref().lease_id);
         self.ctx
-            .authorize(&request, "dispatcher:lease", &object)
+            .authorize(&request, actions::LEASE, &object)
             .await?;
         let (id, holder, ttl) =
             convert::renew_request(request.get_ref(), &self.service.settings.ttl).map_err(err)?;
@@ -187,7 +188,7 @@ impl Dispatcher for DispatcherService {
     ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
         let object = format!("lease:{}", request.get_ref().lease_id);
         self.ctx
-            .authorize(&request, "dispatcher:lease", &object)
+            .authorize(&request, actions::LEASE, &object)
             .await?;
         let (id, holder) = convert::release_request(request.get_ref()).map_err(err)?;
         let (lease, already_over) = store::leases::release(&self.service.pool, id, &holder)
@@ -204,7 +205,7 @@ impl Dispatcher for DispatcherService {
         request: Request<pb::ListLeasesRequest>,
     ) -> Result<Response<pb::ListLeasesResponse>, Status> {
         self.ctx
-            .authorize(&request, "dispatcher:read", "lease:*")
+            .authorize(&request, actions::READ, "lease:*")
             .await?;
         let req = request.into_inner();
         convert::animator_filter(&req.animators).map_err(err)?;
@@ -245,12 +246,12 @@ impl Dispatcher for DispatcherService {
     ) -> Result<Response<pb::ObserveAnimatorsResponse>, Status> {
         if request.get_ref().animators.is_empty() {
             self.ctx
-                .authorize(&request, "dispatcher:observe", "animator:*")
+                .authorize(&request, actions::OBSERVE, "animator:*")
                 .await?;
         } else {
             for a in &request.get_ref().animators {
                 self.ctx
-                    .authorize(&request, "dispatcher:observe", &format!("animator:{a}"))
+                    .authorize(&request, actions::OBSERVE, &format!("animator:{a}"))
                     .await?;
             }
         }
@@ -341,7 +342,7 @@ impl Dispatcher for DispatcherService {
         let object = format!("closure:{}", request.get_ref().closure_token);
         let principal = self
             .ctx
-            .authorize(&request, "dispatcher:admission", &object)
+            .authorize(&request, actions::ADMISSION, &object)
             .await?;
         let token = convert::closure_token(&request.get_ref().closure_token).map_err(err)?;
         let reopened = store::admission::reopen(&self.service.pool, token, &principal.id)
@@ -363,7 +364,7 @@ impl Dispatcher for DispatcherService {
         request: Request<pb::WatchDispatchEventsRequest>,
     ) -> Result<Response<Self::WatchDispatchEventsStream>, Status> {
         self.ctx
-            .authorize(&request, "dispatcher:read", "event:*")
+            .authorize(&request, actions::READ, "event:*")
             .await?;
         let req = request.into_inner();
         let after = i64::try_from(req.after_sequence).map_err(|_| {
@@ -392,14 +393,14 @@ impl DispatcherService {
         if animators.is_empty() {
             return self
                 .ctx
-                .authorize(request, "dispatcher:admission", "animator:*")
+                .authorize(request, actions::ADMISSION, "animator:*")
                 .await;
         }
         let mut principal = None;
         for a in animators {
             principal = Some(
                 self.ctx
-                    .authorize(request, "dispatcher:admission", &format!("animator:{a}"))
+                    .authorize(request, actions::ADMISSION, &format!("animator:{a}"))
                     .await?,
             );
         }

@@ -34,8 +34,12 @@ impl std::fmt::Debug for Bootstrapped {
 }
 
 /// The administration grant of the first operator.
-pub const ADMINISTER: (&str, &str, &str, &str) =
-    ("ward:administer", "principal:*", "ward", "administer");
+pub const ADMINISTER: (&str, &str, &str, &str) = (
+    crate::actions::ADMINISTER.name,
+    "principal:*",
+    crate::OFFICE.name(),
+    "administer",
+);
 
 /// Create the first operator, a human principal named `name`, unless any principal exists.
 ///
