@@ -1,0 +1,387 @@
+//! What the stack is configured with: where it keeps its state, which ports the offices take,
+//! each office's configuration file (regenerated at every start) and the endpoints file.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+
+use lychd_runtime::Office;
+
+use super::cluster::DATABASE;
+
+/// The dev stack's one animator and the model its simulated runtime serves.
+pub(super) const DEV_ANIMATOR: &str = "sim0";
+pub(super) const DEV_MODEL: &str = "qwen3-0.6b";
+
+/// Where everything the stack runs listens: loopback only.
+pub(super) fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+/// The gRPC endpoint of an office on `port`.
+pub(super) fn loopback_url(port: u16) -> String {
+    format!("http://{}", loopback(port))
+}
+
+/// Where `lychd dev` keeps its state: PostgreSQL under `<state>/pg`, the rest under
+/// `<state>/dev`.
+#[derive(Debug, Clone)]
+pub(super) struct Layout {
+    /// The persisted PostgreSQL cluster (not used with `--ephemeral`).
+    pub pg: PathBuf,
+    /// Each office's address while the stack runs.
+    pub endpoints: PathBuf,
+    /// The operator's standing credential, from Ward's bootstrap.
+    pub operator_credential: PathBuf,
+    /// The operator's session, renewed at every start.
+    pub operator_token: PathBuf,
+    configs: PathBuf,
+    logs: PathBuf,
+    credentials: PathBuf,
+}
+
+impl Layout {
+    /// The layout under `state_dir` (relative to the current directory unless absolute).
+    pub fn new(state_dir: &Path) -> anyhow::Result<Self> {
+        let state = if state_dir.is_absolute() {
+            state_dir.to_owned()
+        } else {
+            std::env::current_dir()?.join(state_dir)
+        };
+        let dev = state.join("dev");
+        Ok(Layout {
+            pg: state.join("pg"),
+            endpoints: dev.join("endpoints.json"),
+            operator_credential: dev.join("operator.credential"),
+            operator_token: dev.join("operator.token"),
+            configs: dev.join("config"),
+            logs: dev.join("logs"),
+            credentials: dev.join("credentials"),
+        })
+    }
+
+    /// Create the directories and remove the endpoints file of a stack that did not stop
+    /// cleanly (it names addresses nothing may serve any more).
+    pub fn prepare(&self) -> std::io::Result<()> {
+        for dir in [&self.configs, &self.logs, &self.credentials] {
+            std::fs::create_dir_all(dir)?;
+        }
+        let _ = std::fs::remove_file(&self.endpoints);
+        Ok(())
+    }
+
+    pub fn config(&self, office: Office) -> PathBuf {
+        self.configs.join(format!("{office}.toml"))
+    }
+
+    pub fn log(&self, office: Office) -> PathBuf {
+        self.logs.join(format!("{office}.log"))
+    }
+
+    /// The standing credential of the office's service principal.
+    pub fn credential(&self, office: Office) -> PathBuf {
+        self.credentials.join(format!("{office}.credential"))
+    }
+}
+
+/// The offices' ports: consecutive from `base` in `Office::ALL` order; a busy one is replaced
+/// by a free one.
+pub(super) fn choose_ports(base: u16) -> anyhow::Result<BTreeMap<Office, u16>> {
+    ports_from(
+        base,
+        |port| TcpListener::bind(loopback(port)).is_ok(),
+        || Ok(lychd_pg::free_port()?),
+    )
+}
+
+fn ports_from(
+    base: u16,
+    available: impl Fn(u16) -> bool,
+    mut any_free: impl FnMut() -> anyhow::Result<u16>,
+) -> anyhow::Result<BTreeMap<Office, u16>> {
+    let mut ports = BTreeMap::new();
+    for (i, office) in Office::ALL.into_iter().enumerate() {
+        let wanted = base.saturating_add(i as u16);
+        let port = if available(wanted) {
+            wanted
+        } else {
+            any_free()?
+        };
+        ports.insert(office, port);
+    }
+    Ok(ports)
+}
+
+/// The endpoints file: `{"dispatcher": "127.0.0.1:50051", …}`.
+pub(super) fn endpoints_json(ports: &BTreeMap<Office, u16>) -> serde_json::Result<String> {
+    let endpoints: BTreeMap<&str, String> = ports
+        .iter()
+        .map(|(office, port)| (office.name(), loopback(*port).to_string()))
+        .collect();
+    Ok(serde_json::to_string_pretty(&endpoints)? + "\n")
+}
+
+/// What every office's configuration is made of.
+pub(super) struct Configs<'a> {
+    pub layout: &'a Layout,
+    pub ports: &'a BTreeMap<Office, u16>,
+    pub pg_port: u16,
+    /// The simulated llama.cpp runtime the Dispatcher's one animator runs on.
+    pub runtime: &'a str,
+}
+
+impl Configs<'_> {
+    /// Write `office`'s configuration; returns its path. Ward's own credential exists only once
+    /// Ward has issued it (on a first start), so Ward's configuration names it only when the
+    /// file is there; every other office starts after its credential is issued.
+    pub fn write(&self, office: Office) -> std::io::Result<PathBuf> {
+        let credential = self.layout.credential(office);
+        let credential =
+            (office != Office::Ward || credential.is_file()).then_some(credential.as_path());
+        let path = self.layout.config(office);
+        std::fs::write(&path, self.text(office, credential))?;
+        Ok(path)
+    }
+
+    fn text(&self, office: Office, credential: Option<&Path>) -> String {
+        let pg = loopback(self.pg_port);
+        let mut s = format!(
+            "# written by `lychd dev`; regenerated at every start\n\
+             [server]\nlisten = \"{}\"\n\n\
+             [database]\nurl = \"postgres://{}@{pg}/{DATABASE}\"\n\
+             migrate_url = \"postgres://{}@{pg}/{DATABASE}\"\n\n\
+             [telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
+            loopback(self.ports[&office]),
+            office.runtime_role(),
+            office.owner_role(),
+        );
+        if let Some(file) = credential {
+            s.push_str(&format!(
+                "\n[auth]\ncredential_file = \"{}\"\n",
+                file.display()
+            ));
+        }
+        for (peer, port) in self.ports.iter().filter(|(p, _)| **p != office) {
+            s.push_str(&format!(
+                "\n[peers.{peer}]\nendpoint = \"{}\"\n",
+                loopback_url(*port)
+            ));
+        }
+        if office == Office::Dispatcher {
+            s.push_str(&dispatcher_registry(self.runtime));
+        }
+        s
+    }
+}
+
+/// The Dispatcher's registry: one dedicated animator on the simulated runtime.
+fn dispatcher_registry(endpoint: &str) -> String {
+    format!(
+        "\n[office]\n\n[[office.animators]]\nname = \"{DEV_ANIMATOR}\"\nsource = \"soulstone\"\n\
+         dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\n\
+         [[office.capabilities]]\nanimator = \"{DEV_ANIMATOR}\"\nfamily = \"chat\"\n\
+         model_id = \"{DEV_MODEL}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use lychd_runtime::config::OfficeConfig;
+
+    use super::*;
+
+    const RUNTIME: &str = "http://127.0.0.1:40000";
+    const PG_PORT: u16 = 45432;
+
+    fn default_ports() -> BTreeMap<Office, u16> {
+        Office::ALL.map(|o| (o, o.default_port())).into()
+    }
+
+    /// Write `office`'s configuration under `state` and load it as the office does.
+    fn written(state: &Path, office: Office) -> OfficeConfig {
+        let layout = Layout::new(state).expect("layout");
+        layout.prepare().expect("prepare");
+        let ports = default_ports();
+        let configs = Configs {
+            layout: &layout,
+            ports: &ports,
+            pg_port: PG_PORT,
+            runtime: RUNTIME,
+        };
+        let path = configs.write(office).expect("write");
+        assert_eq!(path, layout.config(office));
+        OfficeConfig::load(office, Some(&path), Vec::new()).expect("the office accepts it")
+    }
+
+    #[test]
+    fn state_lives_where_the_readme_says() {
+        let layout = Layout::new(Path::new(".lychd")).expect("layout");
+        let state = std::env::current_dir().expect("cwd").join(".lychd");
+        assert_eq!(layout.pg, state.join("pg"));
+        assert_eq!(layout.endpoints, state.join("dev/endpoints.json"));
+        assert_eq!(
+            layout.operator_credential,
+            state.join("dev/operator.credential")
+        );
+        assert_eq!(layout.operator_token, state.join("dev/operator.token"));
+        assert_eq!(
+            layout.config(Office::Ward),
+            state.join("dev/config/ward.toml")
+        );
+        assert_eq!(
+            layout.log(Office::Archive),
+            state.join("dev/logs/archive.log")
+        );
+        assert_eq!(
+            layout.credential(Office::HelmLoop),
+            state.join("dev/credentials/helmloop.credential")
+        );
+        let absolute = Layout::new(Path::new("/srv/lychd")).expect("layout");
+        assert_eq!(absolute.pg, Path::new("/srv/lychd/pg"));
+    }
+
+    #[test]
+    fn prepare_creates_the_directories_and_drops_only_a_stale_endpoints_file() {
+        let state = tempfile::tempdir().expect("tmp");
+        let layout = Layout::new(state.path()).expect("layout");
+        std::fs::create_dir_all(state.path().join("dev")).expect("dev dir");
+        std::fs::write(&layout.endpoints, "{}").expect("stale endpoints");
+        std::fs::write(&layout.operator_credential, "kept").expect("credential");
+
+        layout.prepare().expect("prepare");
+
+        assert!(!layout.endpoints.exists());
+        assert_eq!(
+            std::fs::read_to_string(&layout.operator_credential).expect("credential"),
+            "kept"
+        );
+        for office in Office::ALL {
+            for file in [
+                layout.config(office),
+                layout.log(office),
+                layout.credential(office),
+            ] {
+                assert!(file.parent().expect("parent").is_dir(), "{file:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn offices_take_consecutive_ports_from_the_base() {
+        let ports =
+            ports_from(50051, |_| true, || anyhow::bail!("no port is busy")).expect("ports");
+        assert_eq!(ports, default_ports());
+    }
+
+    #[test]
+    fn a_busy_port_is_replaced_by_a_free_one_and_the_others_keep_theirs() {
+        let ward = Office::Ward.default_port();
+        let ports = ports_from(50051, |port| port != ward, || Ok(61000)).expect("ports");
+        let mut expected = default_ports();
+        expected.insert(Office::Ward, 61000);
+        assert_eq!(ports, expected);
+    }
+
+    #[test]
+    fn a_port_in_use_is_not_chosen() {
+        let taken = TcpListener::bind(loopback(0)).expect("bind");
+        let base = taken.local_addr().expect("addr").port();
+        let ports = choose_ports(base).expect("ports");
+        assert_ne!(ports[&Office::Dispatcher], base);
+        assert_eq!(ports.len(), Office::ALL.len());
+    }
+
+    #[test]
+    fn endpoints_file_names_every_office_at_its_loopback_address() {
+        let mut ports = default_ports();
+        ports.insert(Office::Archive, 61234);
+        let text = endpoints_json(&ports).expect("json");
+        assert!(text.ends_with("}\n"), "{text}");
+        let endpoints: BTreeMap<String, String> = serde_json::from_str(&text).expect("parse");
+        let expected: BTreeMap<String, String> = [
+            ("archive", "127.0.0.1:61234"),
+            ("dispatcher", "127.0.0.1:50051"),
+            ("helmloop", "127.0.0.1:50055"),
+            ("orchestrator", "127.0.0.1:50052"),
+            ("ward", "127.0.0.1:50053"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into();
+        assert_eq!(endpoints, expected);
+    }
+
+    #[test]
+    fn each_office_listens_on_its_port_uses_its_roles_and_knows_every_peer() {
+        let state = tempfile::tempdir().expect("tmp");
+        let layout = Layout::new(state.path()).expect("layout");
+        for office in Office::ALL {
+            let cfg = written(state.path(), office);
+            assert_eq!(cfg.server.listen, loopback(office.default_port()));
+            assert_eq!(
+                cfg.database.url,
+                format!(
+                    "postgres://{}@127.0.0.1:{PG_PORT}/lychd",
+                    office.runtime_role()
+                )
+            );
+            assert_eq!(
+                cfg.database.migrate_url,
+                format!(
+                    "postgres://{}@127.0.0.1:{PG_PORT}/lychd",
+                    office.owner_role()
+                )
+            );
+            let peers: BTreeMap<String, String> = cfg
+                .peers
+                .iter()
+                .map(|(name, peer)| (name.clone(), peer.endpoint.clone()))
+                .collect();
+            let expected: BTreeMap<String, String> = Office::ALL
+                .into_iter()
+                .filter(|p| *p != office)
+                .map(|p| {
+                    let endpoint = format!("http://127.0.0.1:{}", p.default_port());
+                    (p.name().to_owned(), endpoint)
+                })
+                .collect();
+            assert_eq!(peers, expected, "{office}");
+            if office != Office::Ward {
+                assert_eq!(
+                    cfg.auth.credential_file,
+                    Some(layout.credential(office)),
+                    "{office}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ward_names_its_credential_only_once_it_exists() {
+        let state = tempfile::tempdir().expect("tmp");
+        let layout = Layout::new(state.path()).expect("layout");
+        assert_eq!(
+            written(state.path(), Office::Ward).auth.credential_file,
+            None
+        );
+        std::fs::write(layout.credential(Office::Ward), "secret").expect("credential");
+        assert_eq!(
+            written(state.path(), Office::Ward).auth.credential_file,
+            Some(layout.credential(Office::Ward))
+        );
+    }
+
+    #[test]
+    fn only_the_dispatcher_has_the_simulated_animator() {
+        let state = tempfile::tempdir().expect("tmp");
+        let dispatcher = written(state.path(), Office::Dispatcher);
+        let animator = &dispatcher.office["animators"][0];
+        assert_eq!(animator["name"].as_str(), Some(DEV_ANIMATOR));
+        assert_eq!(animator["endpoint"].as_str(), Some(RUNTIME));
+        let capability = &dispatcher.office["capabilities"][0];
+        assert_eq!(capability["animator"].as_str(), Some(DEV_ANIMATOR));
+        assert_eq!(capability["model_id"].as_str(), Some(DEV_MODEL));
+        for office in Office::ALL.into_iter().filter(|o| *o != Office::Dispatcher) {
+            assert!(written(state.path(), office).office.is_empty(), "{office}");
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `lychd dev`: the local stack. PostgreSQL ([`cluster`]), each office's configuration and
+//! ports ([`configuration`]), Ward's bootstrap and who may do what ([`bootstrap`]), the offices
+//! as supervised child processes ([`supervision`]) and what the operator is told
+//! ([`summary`]); this module puts them in order.
+
+mod bootstrap;
+mod cluster;
+mod configuration;
+mod summary;
+mod supervision;
+
+use std::path::Path;
+use std::time::Duration;
+
+use lychd_runtime::Office;
+
+use crate::DevArgs;
+use cluster::Postgres;
+use configuration::{Configs, DEV_MODEL, Layout, loopback_url};
+use supervision::Supervised;
+
+/// How long Ward has to serve after a start.
+const WARD_START: Duration = Duration::from_secs(30);
+/// How long the other offices have to serve (each first exchanges its credential with Ward).
+const OFFICE_START: Duration = Duration::from_secs(45);
+
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let bin_dir = supervision::office_bin_dir(args.no_build)?;
+    let layout = Layout::new(&args.state_dir)?;
+    layout.prepare()?;
+    let postgres = Postgres::start(&layout.pg, args.ephemeral, args.pg_port)?;
+    let result = run_offices(&args, &bin_dir, &layout, &postgres).await;
+    postgres.stop();
+    result
+}
+
+async fn run_offices(
+    args: &DevArgs,
+    bin_dir: &Path,
+    layout: &Layout,
+    postgres: &Postgres,
+) -> anyhow::Result<()> {
+    postgres.provision().await?;
+    let ports = configuration::choose_ports(args.base_port)?;
+    // No model runtime runs on a developer's machine: a simulated llama.cpp runtime stands in,
+    // and the Dispatcher's real probe observes it.
+    let runtime = lychd_simllama::SimLlama::serving(DEV_MODEL).await;
+    let runtime_endpoint = runtime.endpoint();
+    let configs = Configs {
+        layout,
+        ports: &ports,
+        pg_port: postgres.port(),
+        runtime: &runtime_endpoint,
+    };
+    let mut offices = Vec::new();
+    for office in Office::ALL {
+        let supervised = Supervised::new(
+            office,
+            bin_dir.join(office.binary()),
+            configs.write(office)?,
+            layout.log(office),
+            ports[&office],
+        );
+        print!("{}", supervised.run_once("migrate").await?);
+        offices.push(supervised);
+    }
+
+    // Ward first: bootstrap once, then it decides for everyone.
+    let ward = supervision::find(&mut offices, Office::Ward);
+    bootstrap::bootstrap_ward(ward, layout).await?;
+    ward.start(WARD_START).await?;
+    let ward_channel = lychd_runtime::client::channel(&loopback_url(ports[&Office::Ward]))?;
+    let ward_had_credential = layout.credential(Office::Ward).is_file();
+    let session = bootstrap::operator_session(ward_channel.clone(), layout).await?;
+    bootstrap::enrol(ward_channel, &session, layout).await?;
+    if !ward_had_credential {
+        // First start: Ward ran without a credential of its own; now it has one.
+        configs.write(Office::Ward)?;
+        supervision::find(&mut offices, Office::Ward)
+            .restart(WARD_START)
+            .await?;
+    }
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.spawn()?;
+    }
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.wait_serving(OFFICE_START).await?;
+    }
+
+    std::fs::write(&layout.endpoints, configuration::endpoints_json(&ports)?)?;
+    print!(
+        "{}",
+        summary::summary(
+            layout,
+            &ports,
+            &runtime_endpoint,
+            bootstrap::OPERATOR_SESSION
+        )
+    );
+
+    supervision::supervise(&mut offices).await;
+    supervision::stop_all(&mut offices).await;
+    let _ = std::fs::remove_file(&layout.endpoints);
+    Ok(())
+}

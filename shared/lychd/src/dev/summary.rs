@@ -1,0 +1,167 @@
+//! What `lychd dev` tells the operator once the stack serves: where each office listens and
+//! logs, the simulated runtime, the endpoints file, the operator's credential and session, and
+//! grpcurl calls to try. Every value is the one the stack was configured with.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lychd_runtime::Office;
+
+use super::bootstrap::SECRET_MODE;
+use super::configuration::{DEV_ANIMATOR, DEV_MODEL, Layout, loopback};
+
+/// The summary printed once every office serves; `session` is the operator session's lifetime.
+pub(super) fn summary(
+    layout: &Layout,
+    ports: &BTreeMap<Office, u16>,
+    runtime: &str,
+    session: Duration,
+) -> String {
+    let mut lines = vec![String::new()];
+    for office in Office::ALL {
+        lines.push(format!(
+            "{:<13} {}  (log: {})",
+            office.name(),
+            loopback(ports[&office]),
+            layout.log(office).display()
+        ));
+    }
+    let token = layout.operator_token.display();
+    let dispatcher = loopback(ports[&Office::Dispatcher]);
+    lines.extend([
+        format!(
+            "runtime       {runtime}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})"
+        ),
+        format!("endpoints     {}", layout.endpoints.display()),
+        format!(
+            "operator      {} (standing credential) and {token} (session, {}), mode {SECRET_MODE:04o}",
+            layout.operator_credential.display(),
+            duration_text(session)
+        ),
+        String::new(),
+        "try:".into(),
+        format!("  grpcurl -plaintext {dispatcher} list"),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"include_peers\": true}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Describe"
+        ),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
+        ),
+        String::new(),
+        "Ctrl-C stops everything.".into(),
+    ]);
+    lines.join("\n") + "\n"
+}
+
+/// A duration as an operator reads it: `12 h`, `1 h 30 min`, `15 s` (under a second: `250 ms`).
+pub(super) fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    let parts: Vec<String> = [
+        (secs / 3600, "h"),
+        (secs / 60 % 60, "min"),
+        (secs % 60, "s"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, unit)| format!("{n} {unit}"))
+    .collect();
+    if parts.is_empty() {
+        format!("{} ms", d.as_millis())
+    } else {
+        parts.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::bootstrap::OPERATOR_SESSION;
+    use super::*;
+
+    const RUNTIME: &str = "http://127.0.0.1:40000";
+
+    fn ports() -> BTreeMap<Office, u16> {
+        Office::ALL
+            .into_iter()
+            .zip([61001, 61002, 61003, 61004, 61005])
+            .collect()
+    }
+
+    fn layout() -> Layout {
+        Layout::new(Path::new("/srv/lychd-state")).expect("layout")
+    }
+
+    #[test]
+    fn durations_read_in_hours_minutes_and_seconds() {
+        let cases = [
+            (12 * 3600, "12 h"),
+            (90 * 60, "1 h 30 min"),
+            (3600 + 60 + 1, "1 h 1 min 1 s"),
+            (15, "15 s"),
+            (45 * 60, "45 min"),
+        ];
+        for (secs, text) in cases {
+            assert_eq!(duration_text(Duration::from_secs(secs)), text);
+        }
+        assert_eq!(duration_text(Duration::from_millis(250)), "250 ms");
+    }
+
+    #[test]
+    fn the_summary_states_the_session_lifetime_the_operator_is_given() {
+        let printed = summary(&layout(), &ports(), RUNTIME, OPERATOR_SESSION);
+        let expected = format!("(session, {})", duration_text(OPERATOR_SESSION));
+        assert!(printed.contains(&expected), "{expected} in {printed}");
+
+        let shorter = summary(&layout(), &ports(), RUNTIME, Duration::from_secs(90 * 60));
+        assert!(shorter.contains("(session, 1 h 30 min)"), "{shorter}");
+        assert!(!shorter.contains(&expected), "{shorter}");
+    }
+
+    #[test]
+    fn the_summary_names_every_address_and_file_the_stack_uses() {
+        let layout = layout();
+        let printed = summary(&layout, &ports(), RUNTIME, OPERATOR_SESSION);
+        for (office, port) in ports() {
+            let line = format!(
+                "{:<13} 127.0.0.1:{port}  (log: {})",
+                office.name(),
+                layout.log(office).display()
+            );
+            assert!(printed.contains(&line), "{line} in {printed}");
+        }
+        assert!(
+            printed.contains(&format!("runtime       {RUNTIME}  ")),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("animator sim0, model qwen3-0.6b"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("endpoints     /srv/lychd-state/dev/endpoints.json\n"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains(
+                "operator      /srv/lychd-state/dev/operator.credential (standing credential) and /srv/lychd-state/dev/operator.token"
+            ),
+            "{printed}"
+        );
+        assert!(printed.contains("mode 0600"), "{printed}");
+        assert!(
+            printed.contains("grpcurl -plaintext 127.0.0.1:61001 list"),
+            "{printed}"
+        );
+        let bearer = "\"authorization: Bearer $(cat /srv/lychd-state/dev/operator.token)\"";
+        for call in ["Dispatcher/Describe", "Dispatcher/Lease"] {
+            let line = printed
+                .lines()
+                .find(|l| l.ends_with(call))
+                .unwrap_or_else(|| panic!("{call} in {printed}"));
+            assert!(line.contains(bearer), "{line}");
+            assert!(line.contains(" 127.0.0.1:61001 "), "{line}");
+        }
+        assert!(printed.contains(r#""model_id": "qwen3-0.6b""#), "{printed}");
+    }
+}
