@@ -1,6 +1,6 @@
 //! `lychd`: the operator tool. `lychd dev` brings the whole system up on one machine —
-//! PostgreSQL from the machine's binaries, roles and migrations for every office, the five
-//! offices as supervised child processes on loopback — and stops it all on Ctrl-C.
+//! PostgreSQL from the machine's binaries, roles and migrations for every office, each office
+//! as a supervised child process on loopback — and stops it all on Ctrl-C.
 
 mod dev;
 

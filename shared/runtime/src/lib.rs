@@ -22,70 +22,60 @@ pub mod telemetry;
 /// failures.
 pub use lychd_refusal as refusal;
 
-/// The five offices. Each has its own schema, roles, default port and binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Office {
-    Dispatcher,
-    Orchestrator,
-    Ward,
-    Archive,
-    HelmLoop,
+/// Declares the offices from one table, so an office is added by one line here (the enum, its
+/// `ALL` entry and every per-office constant cannot disagree).
+macro_rules! offices {
+    ($( $variant:ident => $name:literal, $service:literal, $port:literal; )*) => {
+        /// The offices (`ALL`). Each has its own schema, roles, default port and binary.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Office {
+            $($variant),*
+        }
+
+        impl Office {
+            pub const ALL: [Office; [$($name),*].len()] = [$(Office::$variant),*];
+
+            /// Lowercase name: schema name, config prefix, binary suffix.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Office::$variant => $name),*
+                }
+            }
+
+            /// The fully qualified gRPC service name of the office's own API.
+            pub const fn grpc_service(self) -> &'static str {
+                match self {
+                    $(Office::$variant => concat!("lychd.", $name, ".v1.", $service)),*
+                }
+            }
+
+            /// `ErrorInfo.domain` of the office's refusals.
+            pub const fn domain(self) -> &'static str {
+                match self {
+                    $(Office::$variant => concat!("lychd.", $name)),*
+                }
+            }
+
+            pub const fn default_port(self) -> u16 {
+                match self {
+                    $(Office::$variant => $port),*
+                }
+            }
+        }
+    };
+}
+
+offices! {
+    Dispatcher => "dispatcher", "Dispatcher", 50051;
+    Orchestrator => "orchestrator", "Orchestrator", 50052;
+    Ward => "ward", "Ward", 50053;
+    Archive => "archive", "Archive", 50054;
+    HelmLoop => "helmloop", "HelmLoop", 50055;
 }
 
 impl Office {
-    pub const ALL: [Office; 5] = [
-        Office::Dispatcher,
-        Office::Orchestrator,
-        Office::Ward,
-        Office::Archive,
-        Office::HelmLoop,
-    ];
-
-    /// Lowercase name: schema name, config prefix, binary suffix.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Office::Dispatcher => "dispatcher",
-            Office::Orchestrator => "orchestrator",
-            Office::Ward => "ward",
-            Office::Archive => "archive",
-            Office::HelmLoop => "helmloop",
-        }
-    }
-
     pub fn from_name(name: &str) -> Option<Office> {
         Office::ALL.into_iter().find(|o| o.name() == name)
-    }
-
-    /// The fully qualified gRPC service name of the office's own API.
-    pub const fn grpc_service(self) -> &'static str {
-        match self {
-            Office::Dispatcher => "lychd.dispatcher.v1.Dispatcher",
-            Office::Orchestrator => "lychd.orchestrator.v1.Orchestrator",
-            Office::Ward => "lychd.ward.v1.Ward",
-            Office::Archive => "lychd.archive.v1.Archive",
-            Office::HelmLoop => "lychd.helmloop.v1.HelmLoop",
-        }
-    }
-
-    /// `ErrorInfo.domain` of the office's refusals.
-    pub const fn domain(self) -> &'static str {
-        match self {
-            Office::Dispatcher => "lychd.dispatcher",
-            Office::Orchestrator => "lychd.orchestrator",
-            Office::Ward => "lychd.ward",
-            Office::Archive => "lychd.archive",
-            Office::HelmLoop => "lychd.helmloop",
-        }
-    }
-
-    pub const fn default_port(self) -> u16 {
-        match self {
-            Office::Dispatcher => 50051,
-            Office::Orchestrator => 50052,
-            Office::Ward => 50053,
-            Office::Archive => 50054,
-            Office::HelmLoop => 50055,
-        }
     }
 
     /// The PostgreSQL schema the office owns.
@@ -111,5 +101,32 @@ impl Office {
 impl std::fmt::Display for Office {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Office;
+
+    #[test]
+    fn offices_have_distinct_names_ports_and_services() {
+        let mut names: Vec<_> = Office::ALL.iter().map(|o| o.name()).collect();
+        let mut ports: Vec<_> = Office::ALL.iter().map(|o| o.default_port()).collect();
+        names.sort();
+        names.dedup();
+        ports.sort();
+        ports.dedup();
+        assert_eq!(
+            (names.len(), ports.len()),
+            (Office::ALL.len(), Office::ALL.len())
+        );
+        assert_eq!(
+            Office::HelmLoop.grpc_service(),
+            "lychd.helmloop.v1.HelmLoop"
+        );
+        assert_eq!(Office::Ward.domain(), "lychd.ward");
+        for o in Office::ALL {
+            assert_eq!(Office::from_name(o.name()), Some(o));
+        }
     }
 }
