@@ -9,6 +9,7 @@ mod roles;
 mod shutdown;
 mod telemetry;
 mod testkit;
+mod tidy;
 
 use std::process::Output;
 
