@@ -64,8 +64,9 @@ pub struct Record {
 /// cannot execute. Hardware convergence cannot create either, so they never become a
 /// transition and are decided before readiness probing.
 pub fn precheck(r: Record) -> Option<Unavailable> {
-    if r.source == SourceKind::Portal {
-        return Some(Unavailable::PortalQuarantined);
+    match r.source {
+        SourceKind::Portal => return Some(Unavailable::PortalQuarantined),
+        SourceKind::Soulstone => {}
     }
     if !r.surface_executable {
         return Some(Unavailable::SurfaceNotExecutable);

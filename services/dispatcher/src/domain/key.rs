@@ -110,7 +110,30 @@ impl Family {
     /// Whether v1 can issue an executable grant for this family at all (`chat`, and
     /// `tool_execution` with a non-empty toolset); the others are routing metadata.
     pub fn v1_executable(self) -> bool {
-        matches!(self, Family::Chat | Family::ToolExecution)
+        self.carries_toolsets()
+    }
+
+    /// Only a chat capability declares (or denies) tool support.
+    pub fn declares_tool_support(self) -> bool {
+        match self {
+            Family::Chat => true,
+            Family::Vision
+            | Family::Embedding
+            | Family::Stt
+            | Family::Tts
+            | Family::ToolExecution
+            | Family::Rerank => false,
+        }
+    }
+
+    /// Chat and tool_execution capabilities carry toolsets.
+    pub fn carries_toolsets(self) -> bool {
+        match self {
+            Family::Chat | Family::ToolExecution => true,
+            Family::Vision | Family::Embedding | Family::Stt | Family::Tts | Family::Rerank => {
+                false
+            }
+        }
     }
 }
 

@@ -54,7 +54,10 @@ impl Phase {
 
     /// The runtime was seen up (answering) in this phase.
     pub fn runtime_up(self) -> bool {
-        matches!(self, Phase::Warm | Phase::Warming | Phase::Activatable)
+        match self {
+            Phase::Warm | Phase::Warming | Phase::Activatable => true,
+            Phase::Cold | Phase::Error | Phase::Unknown => false,
+        }
     }
 }
 

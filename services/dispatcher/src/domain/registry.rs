@@ -280,7 +280,11 @@ impl Registry {
                     "probing speaks plain http only; use an http:// endpoint or probe = false",
                 ));
             }
-            if a.source == SourceKind::Soulstone && endpoint.https {
+            let local = match a.source {
+                SourceKind::Soulstone => true,
+                SourceKind::Portal => false,
+            };
+            if local && endpoint.https {
                 return Err(bad(at("endpoint"), "a soulstone endpoint must be http://"));
             }
             if a.resident && a.dynamic {
@@ -350,19 +354,19 @@ impl Registry {
             for (j, t) in c.toolsets.iter().enumerate() {
                 check_slug(t).map_err(|e| bad(at(&format!("toolsets[{j}]")), e.describe()))?;
             }
-            if c.supports_tools && family != Family::Chat {
+            if c.supports_tools && !family.declares_tool_support() {
                 return Err(bad(
                     at("supports_tools"),
                     "only a chat capability declares tool support",
                 ));
             }
-            if family == Family::Chat && !c.supports_tools && !c.toolsets.is_empty() {
+            if family.declares_tool_support() && !c.supports_tools && !c.toolsets.is_empty() {
                 return Err(bad(
                     at("toolsets"),
                     "a chat model without tool support has no toolsets",
                 ));
             }
-            if !matches!(family, Family::Chat | Family::ToolExecution) && !c.toolsets.is_empty() {
+            if !family.carries_toolsets() && !c.toolsets.is_empty() {
                 return Err(bad(
                     at("toolsets"),
                     "only chat and tool_execution capabilities carry toolsets",

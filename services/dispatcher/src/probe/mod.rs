@@ -41,8 +41,13 @@ pub async fn probe(
     }
     let code = |e: FetchError| e.code().to_owned();
     let mut conn = client.connection(&animator.endpoint);
-    if animator.dialect == Dialect::LlamaCpp {
-        match conn.get("/health").await.map_err(code)? {
+    // Each dialect's health check, if it has one, comes before the inventory.
+    let health_path = match animator.dialect {
+        Dialect::LlamaCpp => Some("/health"),
+        Dialect::OpenaiModelsV1 => None,
+    };
+    if let Some(path) = health_path {
+        match conn.get(path).await.map_err(code)? {
             Fetched::Refused => return Ok(all(requested, Observed::new(Phase::Cold))),
             Fetched::Response { status, .. } => match health(status)? {
                 Health::Ok => {}

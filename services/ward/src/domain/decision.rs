@@ -46,19 +46,28 @@ impl Reason {
     }
 
     pub const fn allowed(self) -> bool {
-        matches!(self, Reason::Allowed)
+        match self {
+            Reason::Allowed => true,
+            Reason::SessionUnknown
+            | Reason::SessionExpired
+            | Reason::SessionRevoked
+            | Reason::CredentialRevoked
+            | Reason::PrincipalRevoked
+            | Reason::NoAssignment
+            | Reason::PolicyGenerationStale => false,
+        }
     }
 
     /// The token authenticates nobody now (as opposed to: someone, without the authority).
     pub const fn is_authentication_failure(self) -> bool {
-        matches!(
-            self,
+        match self {
             Reason::SessionUnknown
-                | Reason::SessionExpired
-                | Reason::SessionRevoked
-                | Reason::CredentialRevoked
-                | Reason::PrincipalRevoked
-        )
+            | Reason::SessionExpired
+            | Reason::SessionRevoked
+            | Reason::CredentialRevoked
+            | Reason::PrincipalRevoked => true,
+            Reason::Allowed | Reason::NoAssignment | Reason::PolicyGenerationStale => false,
+        }
     }
 }
 
@@ -176,7 +185,7 @@ pub fn exchange(facts: Option<&CredentialFacts>) -> Result<(), ExchangeRefusal> 
         Err(ExchangeRefusal::CredentialRevoked)
     } else if f.expired {
         Err(ExchangeRefusal::CredentialExpired)
-    } else if f.kind == CredentialKind::Enrollment && f.exchanged {
+    } else if f.kind.single_use() && f.exchanged {
         Err(ExchangeRefusal::CredentialExchanged)
     } else {
         Ok(())

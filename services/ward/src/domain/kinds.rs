@@ -10,6 +10,16 @@ pub enum PrincipalKind {
 }
 
 impl PrincipalKind {
+    /// Humans have a user account (a display name); services, peers and nodes do not.
+    pub const fn has_user_account(self) -> bool {
+        match self {
+            PrincipalKind::Human => true,
+            PrincipalKind::Service | PrincipalKind::Peer | PrincipalKind::Node => false,
+        }
+    }
+}
+
+impl PrincipalKind {
     pub const ALL: [PrincipalKind; 4] = [
         PrincipalKind::Human,
         PrincipalKind::Service,
@@ -38,6 +48,16 @@ pub enum CredentialKind {
     Enrollment,
     /// Until rotated, revoked or expired (services and operators, so they can restart).
     Standing,
+}
+
+impl CredentialKind {
+    /// Exchanged once, then spent.
+    pub const fn single_use(self) -> bool {
+        match self {
+            CredentialKind::Enrollment => true,
+            CredentialKind::Standing => false,
+        }
+    }
 }
 
 impl CredentialKind {

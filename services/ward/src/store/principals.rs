@@ -62,7 +62,7 @@ pub(crate) async fn insert(
     .fetch_one(&mut *conn)
     .await?;
     let principal = PrincipalRecord::from_row(row)?;
-    if e.kind == PrincipalKind::Human {
+    if e.kind.has_user_account() {
         let display_name = match &e.display_name {
             Some(d) => d.clone(),
             None => {
