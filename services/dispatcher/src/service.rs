@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::config::Settings;
 use crate::domain::decision::{Decision, Fresh, Record, Unavailable, decide, precheck};
 use crate::domain::demand::{Admission, Demand, Matched, matching, order};
+use crate::domain::events::Cursor as EventCursor;
 use crate::domain::observation::{Observed, Phase, settle};
 use crate::domain::registry::{Animator, Capability};
 use crate::error::{DispatcherError, Result};
@@ -368,6 +369,120 @@ impl Service {
                 return Ok((drained, states));
             }
             tokio::time::sleep(self.settings.poll_interval.min(deadline - now)).await;
+        }
+    }
+}
+
+/// What the gRPC layer needs that is one store call: kept here so handlers never touch the
+/// store (they decode, call the service, encode).
+impl Service {
+    /// Every cached observation and every declared animator's admission state.
+    pub async fn snapshot(
+        &self,
+    ) -> Result<(BTreeMap<String, observations::Cached>, Vec<AdmissionRow>)> {
+        let names: Vec<String> = self
+            .settings
+            .registry
+            .animators()
+            .map(|a| a.name.clone())
+            .collect();
+        let cached = observations::all(&self.pool).await?;
+        let states = admission::states(&self.pool, &names).await?;
+        Ok((cached, states))
+    }
+
+    /// Every declared animator has an admission row (at start).
+    pub async fn ensure_admission(&self) -> Result<()> {
+        let names: Vec<String> = self
+            .settings
+            .registry
+            .animators()
+            .map(|a| a.name.clone())
+            .collect();
+        admission::ensure(&self.pool, &names).await
+    }
+
+    pub async fn renew(
+        &self,
+        id: Uuid,
+        holder: &str,
+        ttl_seconds: i32,
+    ) -> Result<leases::LeaseRow> {
+        leases::renew(&self.pool, id, holder, ttl_seconds).await
+    }
+
+    /// The released lease, and whether it was already over.
+    pub async fn release(&self, id: Uuid, holder: &str) -> Result<(leases::LeaseRow, bool)> {
+        leases::release(&self.pool, id, holder).await
+    }
+
+    pub async fn list_leases(
+        &self,
+        animators: &[String],
+        include_inactive: bool,
+        after: Option<leases::Cursor>,
+        limit: i64,
+    ) -> Result<Vec<leases::LeaseRow>> {
+        leases::list(&self.pool, animators, include_inactive, after, limit).await
+    }
+
+    pub async fn close_admission(
+        &self,
+        request_id: &str,
+        animators: &[String],
+        reason: &str,
+        principal: &str,
+    ) -> Result<admission::Closed> {
+        admission::close(&self.pool, request_id, animators, reason, principal).await
+    }
+
+    pub async fn reopen_admission(
+        &self,
+        token: Uuid,
+        principal: &str,
+    ) -> Result<admission::Reopened> {
+        admission::reopen(&self.pool, token, principal).await
+    }
+
+    /// Send the dispatch events after `after` in sequence order (the gap rule of
+    /// [`crate::domain::events`]); with `follow`, keep polling until the receiver goes away.
+    pub async fn watch_events(
+        &self,
+        after: i64,
+        follow: bool,
+        tx: tokio::sync::mpsc::Sender<Result<leases::EventRow>>,
+    ) {
+        const BATCH: i64 = 256;
+        let mut cursor = EventCursor::after(after);
+        loop {
+            let rows = match leases::events_after(&self.pool, cursor.delivered, BATCH).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            let full = rows.len() as i64 == BATCH;
+            let mut held = false;
+            for r in rows {
+                if !cursor.admit(r.sequence, tokio::time::Instant::now().into_std()) {
+                    held = true;
+                    break;
+                }
+                if tx.send(Ok(r)).await.is_err() {
+                    return;
+                }
+            }
+            if !follow && !held && !full {
+                return;
+            }
+            if full && !held {
+                continue;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.settings.poll_interval) => {}
+                () = tx.closed() => return,
+            }
         }
     }
 }

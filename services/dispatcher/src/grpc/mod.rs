@@ -11,13 +11,13 @@ use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_server::{Dispatcher, DispatcherServer};
 use lychd_runtime::server::ServeContext;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
 use crate::actions;
 use crate::error::DispatcherError;
 use crate::service::{LeaseOutcome, Prepared, Service};
-use crate::store;
 
 pub struct DispatcherService {
     ctx: ServeContext,
@@ -56,13 +56,7 @@ impl Dispatcher for DispatcherService {
             .authorize(&request, actions::READ, "capability:*")
             .await?;
         let reg = &self.service.settings.registry;
-        let cached = store::observations::all(&self.service.pool)
-            .await
-            .map_err(err)?;
-        let names: Vec<String> = reg.animators().map(|a| a.name.clone()).collect();
-        let states = store::admission::states(&self.service.pool, &names)
-            .await
-            .map_err(err)?;
+        let (cached, states) = self.service.snapshot().await.map_err(err)?;
         Ok(Response::new(pb::ListCapabilitiesResponse {
             animators: reg.animators().map(convert::animator_info).collect(),
             capabilities: reg
@@ -174,9 +168,7 @@ impl Dispatcher for DispatcherService {
         let (id, holder, ttl) =
             convert::renew_request(request.get_ref(), &self.service.settings.ttl).map_err(err)?;
         let ttl = i32::try_from(ttl).unwrap_or(i32::MAX);
-        let lease = store::leases::renew(&self.service.pool, id, &holder, ttl)
-            .await
-            .map_err(err)?;
+        let lease = self.service.renew(id, &holder, ttl).await.map_err(err)?;
         Ok(Response::new(pb::RenewLeaseResponse {
             lease: Some(convert::lease_info(&lease)),
         }))
@@ -191,9 +183,7 @@ impl Dispatcher for DispatcherService {
             .authorize(&request, actions::LEASE, &object)
             .await?;
         let (id, holder) = convert::release_request(request.get_ref()).map_err(err)?;
-        let (lease, already_over) = store::leases::release(&self.service.pool, id, &holder)
-            .await
-            .map_err(err)?;
+        let (lease, already_over) = self.service.release(id, &holder).await.map_err(err)?;
         Ok(Response::new(pb::ReleaseLeaseResponse {
             lease: Some(convert::lease_info(&lease)),
             already_over,
@@ -215,15 +205,16 @@ impl Dispatcher for DispatcherService {
             0 => PAGE_DEFAULT,
             n => n.min(PAGE_MAX),
         };
-        let rows = store::leases::list(
-            &self.service.pool,
-            &req.animators,
-            req.include_inactive,
-            after,
-            i64::from(size) + 1,
-        )
-        .await
-        .map_err(err)?;
+        let rows = self
+            .service
+            .list_leases(
+                &req.animators,
+                req.include_inactive,
+                after,
+                i64::from(size) + 1,
+            )
+            .await
+            .map_err(err)?;
         let more = rows.len() > size as usize;
         let rows = &rows[..rows.len().min(size as usize)];
         Ok(Response::new(pb::ListLeasesResponse {
@@ -293,15 +284,11 @@ impl Dispatcher for DispatcherService {
         let (request_id, animators, reason) =
             convert::close_request(&self.service.settings.registry, request.get_ref())
                 .map_err(err)?;
-        let closed = store::admission::close(
-            &self.service.pool,
-            &request_id,
-            &animators,
-            &reason,
-            &principal.id,
-        )
-        .await
-        .map_err(err)?;
+        let closed = self
+            .service
+            .close_admission(&request_id, &animators, &reason, &principal.id)
+            .await
+            .map_err(err)?;
         if !closed.replayed {
             tracing::info!(closure = %closed.token, animators = ?animators, "admission closed");
         }
@@ -345,7 +332,9 @@ impl Dispatcher for DispatcherService {
             .authorize(&request, actions::ADMISSION, &object)
             .await?;
         let token = convert::closure_token(&request.get_ref().closure_token).map_err(err)?;
-        let reopened = store::admission::reopen(&self.service.pool, token, &principal.id)
+        let reopened = self
+            .service
+            .reopen_admission(token, &principal.id)
             .await
             .map_err(err)?;
         if !reopened.already_reopened {
@@ -357,7 +346,8 @@ impl Dispatcher for DispatcherService {
         }))
     }
 
-    type WatchDispatchEventsStream = ReceiverStream<Result<pb::DispatchEvent, Status>>;
+    type WatchDispatchEventsStream =
+        std::pin::Pin<Box<dyn Stream<Item = Result<pb::DispatchEvent, Status>> + Send>>;
 
     async fn watch_dispatch_events(
         &self,
@@ -375,10 +365,10 @@ impl Dispatcher for DispatcherService {
             ))
         })?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let pool = self.service.pool.clone();
-        let poll = self.service.settings.poll_interval;
-        tokio::spawn(watch(pool, poll, after, req.follow, tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let service = self.service.clone();
+        tokio::spawn(async move { service.watch_events(after, req.follow, tx).await });
+        let events = ReceiverStream::new(rx).map(|e| e.map(|r| convert::event(&r)).map_err(err));
+        Ok(Response::new(Box::pin(events)))
     }
 }
 
@@ -408,73 +398,21 @@ impl DispatcherService {
     }
 }
 
-/// How long a sequence gap may stay open before it is taken as a rolled-back insert.
-const GAP_GRACE: Duration = Duration::from_secs(2);
-
-/// Deliver events after `after` in sequence order. A gap (a sequence allocated by a statement
-/// that has not committed yet) holds delivery for up to [`GAP_GRACE`], so a slow commit is not
-/// skipped; a gap that outlives it was rolled back.
-async fn watch(
-    pool: sqlx::PgPool,
-    poll: Duration,
-    mut cursor: i64,
-    follow: bool,
-    tx: tokio::sync::mpsc::Sender<Result<pb::DispatchEvent, Status>>,
-) {
-    let mut gap_since: Option<tokio::time::Instant> = None;
-    loop {
-        let rows = match store::leases::events_after(&pool, cursor, 256).await {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx.send(Err(err(e))).await;
-                return;
-            }
-        };
-        let mut held = false;
-        for r in &rows {
-            if r.sequence != cursor + 1 && gap_since.is_none_or(|t| t.elapsed() < GAP_GRACE) {
-                gap_since.get_or_insert_with(tokio::time::Instant::now);
-                held = true;
-                break;
-            }
-            gap_since = None;
-            cursor = r.sequence;
-            if tx.send(Ok(convert::event(r))).await.is_err() {
-                return;
-            }
-        }
-        if !follow && !held && rows.len() < 256 {
-            return;
-        }
-        if rows.len() == 256 && !held {
-            continue;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(poll) => {}
-            () = tx.closed() => return,
-        }
-    }
-}
-
 /// Start the office: validate the registry (a bad one refuses start-up with exit 2), make sure
 /// every animator has an admission row, and return the routes.
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let settings = crate::config::load(&ctx.config)?;
-        let names: Vec<String> = settings
-            .registry
-            .animators()
-            .map(|a| a.name.clone())
-            .collect();
-        store::admission::ensure(&ctx.pool, &names)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot prepare admission state: {e}"))?;
         tracing::info!(
-            animators = names.len(),
+            animators = settings.registry.animators().count(),
             capabilities = settings.registry.len(),
             "registry loaded"
         );
         let service = Service::new(settings, ctx.pool.clone());
+        service
+            .ensure_admission()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot prepare admission state: {e}"))?;
         let server = DispatcherServer::new(DispatcherService {
             ctx: ctx.clone(),
             service,
