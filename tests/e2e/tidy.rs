@@ -302,6 +302,12 @@ fn all_problems(root: &Path) -> Vec<String> {
         p.extend(actions(root, e.spec.office, e.spec.actions));
         p.extend(scaffold(root, e));
     }
+    let refusals = read(root, "docs/refusals.md", &mut p);
+    p.extend(
+        lychd_runtime::refusal::undocumented(&refusals, &lychd_auth::REFUSALS)
+            .into_iter()
+            .map(|d| format!("docs/refusals.md: {d}")),
+    );
     p.extend(helmloop_reason_codes(root));
     p
 }

@@ -380,26 +380,22 @@ impl Service {
     pub async fn snapshot(
         &self,
     ) -> Result<(BTreeMap<String, observations::Cached>, Vec<AdmissionRow>)> {
-        let names: Vec<String> = self
-            .settings
-            .registry
-            .animators()
-            .map(|a| a.name.clone())
-            .collect();
         let cached = observations::all(&self.pool).await?;
-        let states = admission::states(&self.pool, &names).await?;
+        let states = admission::states(&self.pool, &self.animator_names()).await?;
         Ok((cached, states))
     }
 
     /// Every declared animator has an admission row (at start).
     pub async fn ensure_admission(&self) -> Result<()> {
-        let names: Vec<String> = self
-            .settings
+        admission::ensure(&self.pool, &self.animator_names()).await
+    }
+
+    fn animator_names(&self) -> Vec<String> {
+        self.settings
             .registry
             .animators()
             .map(|a| a.name.clone())
-            .collect();
-        admission::ensure(&self.pool, &names).await
+            .collect()
     }
 
     pub async fn renew(

@@ -10,15 +10,3 @@ pub mod reasons {
 
 /// The office's refusals.
 pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn refusals_are_documented() {
-        let doc = include_str!("../../../docs/refusals.md");
-        assert_eq!(
-            lychd_runtime::refusal::undocumented(doc, &super::REFUSALS),
-            Vec::<String>::new()
-        );
-    }
-}

@@ -191,15 +191,6 @@ mod tests {
     use tonic_types::StatusExt;
 
     #[test]
-    fn refusals_are_documented() {
-        let doc = include_str!("../../../docs/refusals.md");
-        assert_eq!(
-            lychd_runtime::refusal::undocumented(doc, &REFUSALS),
-            Vec::<String>::new()
-        );
-    }
-
-    #[test]
     fn bad_input_names_fields_without_values() {
         let mut v = Violations::new();
         v.require::<(), _>("action", Err("is required"));

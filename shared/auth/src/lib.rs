@@ -297,15 +297,3 @@ pub fn inject_trace(metadata: &mut tonic::metadata::MetadataMap) {
         p.inject_context(&cx, &mut MetadataInjector(metadata))
     });
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn refusals_are_documented() {
-        let doc = include_str!("../../../docs/refusals.md");
-        assert_eq!(
-            lychd_refusal::undocumented(doc, &super::REFUSALS),
-            Vec::<String>::new()
-        );
-    }
-}
