@@ -10,4 +10,3 @@ pub mod reasons {
 
 /// The office's refusals.
 pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
-
