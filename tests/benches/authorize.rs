@@ -14,7 +14,7 @@ const WARMUP: usize = 200;
 
 #[tokio::main]
 async fn main() {
-    let (spawned, _) = lychd_testkit::spawn_ward().await;
+    let spawned = lychd_testkit::spawn_office(lychd_ward::spec()).await;
     spawned.allow("ward:describe", "office:ward").await;
     // An office-like principal that may ask for decisions, and a subject with one assignment.
     let (office_id, office_token) = spawned

@@ -2,13 +2,17 @@
 //! per-request timeout, peers over real sockets.
 
 use lychd_proto::common::v1::ServingState;
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
+use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_runtime::Office;
-use lychd_testkit::{spawn_dispatcher, spawn_office_with, spawn_ward};
+use lychd_testkit::{spawn_office, spawn_office_with};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn spawned_offices_answer_typed_clients_and_echo_request_ids() {
-    let (ward, mut ward_client) = spawn_ward().await;
-    let (dispatcher, mut dispatcher_client) = spawn_dispatcher().await;
+    let ward = spawn_office(lychd_ward::spec()).await;
+    let mut ward_client = WardClient::new(ward.channel());
+    let dispatcher = spawn_office(lychd_dispatcher::spec()).await;
+    let mut dispatcher_client = DispatcherClient::new(dispatcher.channel());
 
     let answer = ward_client
         .describe(lychd_proto::ward::v1::DescribeRequest {
@@ -54,7 +58,7 @@ async fn request_timeout_cuts_a_slow_call() {
         .await
         .expect("bind");
     let endpoint = format!("http://{}", silent.local_addr().expect("addr"));
-    let spawned = spawn_office_with(Office::Archive, |cfg| {
+    let spawned = spawn_office_with(lychd_archive::spec(), |cfg| {
         cfg.server.request_timeout_ms = 300;
         cfg.peers.insert(
             "ward".into(),
@@ -98,7 +102,7 @@ async fn request_timeout_cuts_a_slow_call() {
 async fn peers_need_authority_and_unreachable_peers_are_reported() {
     let closed = lychd_pg::free_port().expect("port");
     // Spawning configures `peers.ward`; add an archive nobody listens for.
-    let spawned = spawn_office_with(Office::HelmLoop, |cfg| {
+    let spawned = spawn_office_with(lychd_helmloop_service::spec(), |cfg| {
         cfg.peers.insert(
             "archive".into(),
             lychd_runtime::config::PeerConfig {

@@ -23,9 +23,21 @@ pub fn grpcurl(args: &[&str]) -> Output {
 
 pub use lychd_testkit::channel_with;
 
+/// The office's `spec()` (this crate links every office; the test kit links none but Ward).
+pub fn spec_of(office: lychd_runtime::Office) -> lychd_runtime::cli::OfficeSpec {
+    use lychd_runtime::Office;
+    match office {
+        Office::Dispatcher => lychd_dispatcher::spec(),
+        Office::Orchestrator => lychd_orchestrator::spec(),
+        Office::Ward => lychd_ward::spec(),
+        Office::Archive => lychd_archive::spec(),
+        Office::HelmLoop => lychd_helmloop_service::spec(),
+    }
+}
+
 /// The latest migration version embedded in an office.
 pub fn latest_migration(office: lychd_runtime::Office) -> i64 {
-    lychd_testkit::spec_of(office)
+    spec_of(office)
         .migrator
         .iter()
         .map(|m| m.version)

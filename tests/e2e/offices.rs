@@ -26,7 +26,7 @@ async fn healthcheck(office: Office, addr: std::net::SocketAddr) -> std::process
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_office_migrates_serves_and_answers_grpcurl() {
-    let mut sandbox = Sandbox::builder().all_offices().unmigrated().start().await;
+    let mut sandbox = Sandbox::builder().all_offices().start().await;
     let auth = format!("authorization: Bearer {}", sandbox.token);
     for office in Office::ALL {
         let addr = sandbox.office(office).addr.to_string();

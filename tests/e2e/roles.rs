@@ -1,7 +1,7 @@
 //! Role separation and the migrate/serve contract.
 
 use lychd_runtime::Office;
-use lychd_testkit::{run_office, test_db, test_db_unmigrated};
+use lychd_testkit::{run_office, test_db, test_db_for, test_db_unmigrated};
 
 use crate::text;
 
@@ -154,7 +154,7 @@ async fn migrate_is_idempotent_and_serve_refuses_pending_migrations() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_refuses_a_runtime_role_that_can_do_ddl() {
-    let db = test_db().await;
+    let db = test_db_for(&[lychd_dispatcher::spec()]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let office = Office::Dispatcher;
     let config = write_config(dir.path(), office, &db);

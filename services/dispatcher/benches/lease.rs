@@ -9,7 +9,6 @@
 
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
-use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
 use lychd_testkit::bench::{Stats, closed, ms, paced};
 use lychd_testkit::simllama::{SimLlama, SimModel};
@@ -91,7 +90,7 @@ async fn scenario(capabilities: usize) {
         sims.push(sim);
     }
     let table: toml::Table = toml::from_str(&office).expect("registry");
-    let spawned = spawn_office_with(Office::Dispatcher, move |cfg| cfg.office = table).await;
+    let spawned = spawn_office_with(lychd_dispatcher::spec(), move |cfg| cfg.office = table).await;
     spawned.allow("dispatcher:lease", "capability:*").await;
     spawned.allow("dispatcher:lease", "lease:*").await;
     let client = DispatcherClient::new(spawned.channel());

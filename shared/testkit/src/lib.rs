@@ -1,5 +1,14 @@
 //! Test kit: a PostgreSQL cluster shared by every test process of a run, a fresh database per
-//! test, in-process offices (`spawn_<office>()`), and a sandbox of offices as real processes.
+//! test, in-process offices (`spawn_office(lychd_<office>::spec())`), and a sandbox of offices
+//! as real processes.
+//!
+//! The kit links no office crate but Ward (which decides every in-process office's calls): a
+//! test names the offices it needs by their `spec()`, so building one office's tests does not
+//! compile the others. A test database holds every office's roles and schema, and the
+//! migrations of the offices the test asked for: [`test_db`] Ward's, [`test_db_for`] those of
+//! the given specs, [`spawn_office`] Ward's and the spawned office's. Each such set has its own
+//! migrated template database, named after the digest of its migrations. The [`Sandbox`] runs
+//! the built binaries, which migrate their own schemas as operators do.
 //!
 //! Database source, in order: `LYCHD_TEST_DATABASE_URL` (a superuser URL of a cluster you run);
 //! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container; needs a reachable engine — not built in
@@ -14,14 +23,11 @@ mod process;
 pub use lychd_simllama as simllama;
 mod spawn;
 
-pub use pg::{TestDb, cluster_dir, collect_garbage, test_db, test_db_unmigrated};
+pub use pg::{TestDb, cluster_dir, collect_garbage, test_db, test_db_for, test_db_unmigrated};
 pub use process::{
     OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
 };
-pub use spawn::{
-    Spawned, channel_with, spawn_archive, spawn_dispatcher, spawn_helmloop, spawn_office,
-    spawn_office_with, spawn_orchestrator, spawn_ward, spec_of,
-};
+pub use spawn::{Spawned, channel_with, spawn_office, spawn_office_with};
 
 /// A random bearer credential for one test stack.
 pub fn random_token() -> String {

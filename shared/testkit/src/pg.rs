@@ -6,11 +6,14 @@ use std::sync::OnceLock;
 
 use fs4::fs_std::FileExt;
 use lychd_runtime::Office;
+use lychd_runtime::cli::OfficeSpec;
 use sha2::{Digest, Sha256};
 use sqlx::Connection;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-/// A database of its own for one test, provisioned with every office's roles and schema.
+/// A database of its own for one test, provisioned with every office's roles and schema, and
+/// migrated for the offices the test asked for.
 #[derive(Debug, Clone)]
 pub struct TestDb {
     pub host: String,
@@ -143,10 +146,20 @@ async fn admin() -> PgConnection {
         .expect("test cluster accepts the superuser")
 }
 
-/// Digest of every office's migrations: a template is rebuilt when any migration changes.
-fn migrations_digest() -> String {
+/// The offices whose migrations a test database holds, each once, in [`Office`] order.
+pub(crate) type Migrations = Vec<(Office, &'static Migrator)>;
+
+fn normalized(mut set: Migrations) -> Migrations {
+    set.sort_by_key(|(office, _)| *office);
+    set.dedup_by_key(|(office, _)| *office);
+    set
+}
+
+/// Digest of a set of offices' migrations: each set has its own template, rebuilt when one of
+/// its migrations changes.
+fn migrations_digest(set: &Migrations) -> String {
     let mut h = Sha256::new();
-    for (office, migrator) in crate::spawn::migrators() {
+    for (office, migrator) in set {
         h.update(office.name());
         for m in migrator.iter() {
             h.update(m.version.to_le_bytes());
@@ -156,9 +169,10 @@ fn migrations_digest() -> String {
     hex::encode(&h.finalize()[..6])
 }
 
-/// Make sure the migrated template database exists (built once per cluster and migration set).
-async fn template() -> String {
-    let name = format!("lychd_tpl_{}", migrations_digest());
+/// Make sure the template database of `set` exists: every office provisioned, the offices of
+/// `set` migrated (built once per cluster and migration set).
+async fn template(set: &Migrations) -> String {
+    let name = format!("lychd_tpl_{}", migrations_digest(set));
     let mut admin = admin().await;
     sqlx::query("SELECT pg_advisory_lock(7374)")
         .execute(&mut admin)
@@ -185,7 +199,7 @@ async fn template() -> String {
             name: name.clone(),
             admin_url: s.admin_url.clone(),
         };
-        for (office, migrator) in crate::spawn::migrators() {
+        for &(office, migrator) in set {
             let opts = lychd_runtime::db::connect_options(&db.owner_url(office), None, office)
                 .expect("owner url");
             let pool = lychd_runtime::db::pool(opts, 1)
@@ -279,9 +293,22 @@ async fn drop_orphans(admin: &mut PgConnection) -> usize {
     dropped
 }
 
-/// A fresh database with every office provisioned and migrated (copied from a template).
+/// A fresh database with every office provisioned and Ward migrated (copied from a template):
+/// what a test of Ward's store needs, and the schema every in-process office's Ward uses.
 pub async fn test_db() -> TestDb {
-    let tpl = template().await;
+    migrated(vec![(Office::Ward, lychd_ward::spec().migrator)]).await
+}
+
+/// A fresh database with every office provisioned and the offices of `specs` migrated (copied
+/// from the template of exactly that set), e.g. `test_db_for(&[lychd_dispatcher::spec()])`.
+/// An empty `specs` gives a database with no migration applied.
+pub async fn test_db_for(specs: &[OfficeSpec]) -> TestDb {
+    migrated(specs.iter().map(|s| (s.office, s.migrator)).collect()).await
+}
+
+pub(crate) async fn migrated(set: Migrations) -> TestDb {
+    let set = normalized(set);
+    let tpl = template(&set).await;
     let s = server();
     let name = new_name();
     let mut admin = admin().await;

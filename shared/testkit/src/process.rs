@@ -1,5 +1,7 @@
 //! Offices as real processes: the built `lychd-<office>` binaries, each with its own config
-//! file, on loopback ports, waited on until their gRPC health reports SERVING.
+//! file, on loopback ports, waited on until their gRPC health reports SERVING. Nothing here
+//! links an office crate: each binary migrates its own schema (`migrate`, as operators run it)
+//! on a provisioned database before anything serves.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -79,9 +81,9 @@ impl OfficeProcess {
     }
 }
 
-/// Offices as real processes on one test database. Ward is always one of them (it decides
-/// for the others); `token` is a session of the bootstrapped `operator`, who may administer
-/// Ward and call `Describe` on every office of the sandbox.
+/// Offices as real processes on one test database, each having run its own `migrate`. Ward is
+/// always one of them (it decides for the others); `token` is a session of the bootstrapped
+/// `operator`, who may administer Ward and call `Describe` on every office of the sandbox.
 pub struct Sandbox {
     pub db: TestDb,
     pub token: String,
@@ -99,7 +101,6 @@ pub struct SandboxBuilder {
     peer_endpoints: Vec<(Office, Office, String)>,
     otlp_endpoint: Option<String>,
     grace_ms: Option<u64>,
-    unmigrated: bool,
 }
 
 impl Sandbox {
@@ -168,12 +169,6 @@ impl SandboxBuilder {
         self
     }
 
-    /// Use a provisioned but unmigrated database; `start` then runs `migrate` for each office.
-    pub fn unmigrated(mut self) -> Self {
-        self.unmigrated = true;
-        self
-    }
-
     pub async fn start(mut self) -> Sandbox {
         if !self.offices.contains(&Office::Ward) {
             self.offices.push(Office::Ward);
@@ -181,11 +176,9 @@ impl SandboxBuilder {
         // Ward first: the others need it to start.
         self.offices.sort_by_key(|o| *o != Office::Ward);
         self.offices.dedup();
-        let db = if self.unmigrated {
-            crate::test_db_unmigrated().await
-        } else {
-            crate::test_db().await
-        };
+        // A provisioned database; `migrate` as operators run it, for every office of the
+        // sandbox (and only those), before anything serves.
+        let db = crate::test_db_unmigrated().await;
         let dir = tempfile::tempdir().expect("temp dir");
         let ports: BTreeMap<Office, u16> = self
             .offices
@@ -193,17 +186,16 @@ impl SandboxBuilder {
             .map(|o| (*o, lychd_pg::free_port().expect("free port")))
             .collect();
         let ward_endpoint = format!("http://127.0.0.1:{}", ports[&Office::Ward]);
-        if self.unmigrated {
-            // `migrate` as operators run it, for every office, before anything serves.
-            for office in &self.offices {
-                let cfg = write_config(dir.path(), *office, ports[office], &db, None, &[], &self);
-                let out = run_office(*office, &cfg, &["migrate"]).await;
-                assert!(
-                    out.status.success(),
-                    "{office} migrate failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
+        let migrations = self.offices.iter().map(|office| {
+            let cfg = write_config(dir.path(), *office, ports[office], &db, None, &[], &self);
+            async move { (*office, run_office(*office, &cfg, &["migrate"]).await) }
+        });
+        for (office, out) in futures::future::join_all(migrations).await {
+            assert!(
+                out.status.success(),
+                "{office} migrate failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let mut offices = BTreeMap::new();
         let mut operator: Option<(String, String, String)> = None;

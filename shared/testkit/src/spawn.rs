@@ -1,5 +1,11 @@
-//! Offices served in the test process: own database, port 0, typed client, and a Ward (the
-//! office itself when spawning Ward) that decides every call.
+//! Offices served in the test process: own database, port 0, and a Ward (the office itself
+//! when spawning Ward) that decides every call.
+//!
+//! The caller names the office by its [`OfficeSpec`] (`spawn_office(lychd_dispatcher::spec())`),
+//! so the kit links no office but Ward, and a test links only the offices it spawns. The
+//! database holds Ward's schema and the spawned office's (see [`crate::test_db_for`]); a typed
+//! client is one line on [`Spawned::channel`]:
+//! `DispatcherClient::new(spawned.channel())`.
 //!
 //! Identities: `operator` (bootstrap; `ward:administer`), the office's service principal
 //! (`ward:decide`), and `tester`, the principal of the returned client, which starts with only
@@ -18,33 +24,8 @@ use lychd_runtime::config::OfficeConfig;
 use lychd_runtime::health::HealthState;
 use lychd_runtime::server::{InProcess, ServeContext};
 use secrecy::SecretString;
-use sqlx::migrate::Migrator;
 
 use crate::TestDb;
-
-pub(crate) fn specs() -> [OfficeSpec; 5] {
-    [
-        lychd_dispatcher::spec(),
-        lychd_orchestrator::spec(),
-        lychd_ward::spec(),
-        lychd_archive::spec(),
-        lychd_helmloop_service::spec(),
-    ]
-}
-
-pub(crate) fn migrators() -> Vec<(Office, &'static Migrator)> {
-    specs()
-        .into_iter()
-        .map(|s| (s.office, s.migrator))
-        .collect()
-}
-
-pub fn spec_of(office: Office) -> OfficeSpec {
-    specs()
-        .into_iter()
-        .find(|s| s.office == office)
-        .expect("invariant: every office has a spec")
-}
 
 /// An office running in this process on its own test database, with its Ward.
 pub struct Spawned {
@@ -141,13 +122,13 @@ async fn runtime_pool(config: &OfficeConfig, office: Office) -> sqlx::PgPool {
 }
 
 fn context(
-    office: Office,
+    spec: &OfficeSpec,
     config: OfficeConfig,
     pool: sqlx::PgPool,
     verifier: Arc<dyn Verifier>,
     outgoing: Outgoing,
 ) -> ServeContext {
-    let spec = spec_of(office);
+    let office = spec.office;
     ServeContext {
         office,
         config: Arc::new(config),
@@ -160,14 +141,29 @@ fn context(
     }
 }
 
-/// Serve `office` in-process on port 0 over a fresh migrated database.
-pub async fn spawn_office(office: Office) -> Spawned {
-    spawn_office_with(office, |_| {}).await
+/// Serve the office of `spec` (e.g. `lychd_dispatcher::spec()`) in-process on port 0, with its
+/// Ward, over a fresh database migrated for the two.
+pub async fn spawn_office(spec: OfficeSpec) -> Spawned {
+    spawn_office_with(spec, |_| {}).await
 }
 
 /// Like [`spawn_office`], with a chance to adjust the office's configuration first.
-pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeConfig)) -> Spawned {
-    let db = crate::test_db().await;
+pub async fn spawn_office_with(
+    spec: OfficeSpec,
+    adjust: impl FnOnce(&mut OfficeConfig),
+) -> Spawned {
+    let office = spec.office;
+    let db = crate::pg::migrated(vec![
+        (Office::Ward, lychd_ward::spec().migrator),
+        (office, spec.migrator),
+    ])
+    .await;
+    // The office itself when spawning Ward; otherwise the Ward that decides for it.
+    let (ward_spec, spec) = if office == Office::Ward {
+        (spec, None)
+    } else {
+        (lychd_ward::spec(), Some(spec))
+    };
     let mut adjust = Some(adjust);
 
     // Ward first: it decides for everyone.
@@ -183,13 +179,13 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
         adjust(&mut ward_config);
     }
     let ward_ctx = context(
-        Office::Ward,
+        &ward_spec,
         ward_config,
         ward_pool.clone(),
         lychd_ward::local_verifier(ward_pool),
         Outgoing::default(),
     );
-    let ward = InProcess::start(ward_ctx.clone(), spec_of(Office::Ward).start)
+    let ward = InProcess::start(ward_ctx.clone(), ward_spec.start)
         .await
         .expect("ward starts");
     let ward_endpoint = ward.endpoint();
@@ -214,7 +210,7 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
         .await
         .expect("describe");
 
-    if office == Office::Ward {
+    let Some(spec) = spec else {
         return Spawned {
             office,
             server: ward,
@@ -225,7 +221,7 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
             admin,
             ctx: ward_ctx,
         };
-    }
+    };
 
     let service_id = admin
         .ensure_office_principal(office.name())
@@ -257,8 +253,8 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
         adjust(&mut config);
     }
     let pool = runtime_pool(&config, office).await;
-    let ctx = context(office, config, pool, verifier, Outgoing::new(Some(session)));
-    let server = InProcess::start(ctx.clone(), spec_of(office).start)
+    let ctx = context(&spec, config, pool, verifier, Outgoing::new(Some(session)));
+    let server = InProcess::start(ctx.clone(), spec.start)
         .await
         .expect("office starts");
     Spawned {
@@ -271,50 +267,4 @@ pub async fn spawn_office_with(office: Office, adjust: impl FnOnce(&mut OfficeCo
         admin,
         ctx,
     }
-}
-
-mod typed {
-    pub use lychd_proto::archive::v1::archive_client as archive;
-    pub use lychd_proto::dispatcher::v1::dispatcher_client as dispatcher;
-    pub use lychd_proto::helmloop::v1::helm_loop_client as helmloop;
-    pub use lychd_proto::orchestrator::v1::orchestrator_client as orchestrator;
-    pub use lychd_proto::ward::v1::ward_client as ward;
-}
-
-/// Spawn the Dispatcher in-process with a typed client (the tester's session).
-pub async fn spawn_dispatcher() -> (Spawned, typed::dispatcher::DispatcherClient<PeerChannel>) {
-    let s = spawn_office(Office::Dispatcher).await;
-    let c = typed::dispatcher::DispatcherClient::new(s.channel());
-    (s, c)
-}
-
-/// Spawn the Orchestrator in-process with a typed client (the tester's session).
-pub async fn spawn_orchestrator() -> (
-    Spawned,
-    typed::orchestrator::OrchestratorClient<PeerChannel>,
-) {
-    let s = spawn_office(Office::Orchestrator).await;
-    let c = typed::orchestrator::OrchestratorClient::new(s.channel());
-    (s, c)
-}
-
-/// Spawn Ward in-process with a typed client (the tester's session).
-pub async fn spawn_ward() -> (Spawned, typed::ward::WardClient<PeerChannel>) {
-    let s = spawn_office(Office::Ward).await;
-    let c = typed::ward::WardClient::new(s.channel());
-    (s, c)
-}
-
-/// Spawn the Archive in-process with a typed client (the tester's session).
-pub async fn spawn_archive() -> (Spawned, typed::archive::ArchiveClient<PeerChannel>) {
-    let s = spawn_office(Office::Archive).await;
-    let c = typed::archive::ArchiveClient::new(s.channel());
-    (s, c)
-}
-
-/// Spawn HelmLoop in-process with a typed client (the tester's session).
-pub async fn spawn_helmloop() -> (Spawned, typed::helmloop::HelmLoopClient<PeerChannel>) {
-    let s = spawn_office(Office::HelmLoop).await;
-    let c = typed::helmloop::HelmLoopClient::new(s.channel());
-    (s, c)
 }

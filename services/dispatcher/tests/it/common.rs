@@ -42,7 +42,7 @@ const ORCHESTRATOR_ACTIONS: &[(&str, &str)] = &[
 /// Spawn with `office` as the `[office]` TOML section body (without the `[office]` header).
 pub async fn stack(office: &str) -> Stack {
     let table: toml::Table = toml::from_str(office).expect("test registry is TOML");
-    let spawned = spawn_office_with(Office::Dispatcher, move |cfg| {
+    let spawned = spawn_office_with(lychd_dispatcher::spec(), move |cfg| {
         cfg.office = table;
     })
     .await;

@@ -63,8 +63,15 @@ fn page(token: &str) -> Option<PageRequest> {
     })
 }
 
+/// Ward in-process with a typed client (the tester's session).
+async fn spawn_ward() -> (Spawned, WardClient<PeerChannel>) {
+    let s = lychd_testkit::spawn_office(lychd_ward::spec()).await;
+    let client = WardClient::new(s.channel());
+    (s, client)
+}
+
 async fn admin_client() -> (Spawned, WardClient<PeerChannel>) {
-    let (s, client) = lychd_testkit::spawn_ward().await;
+    let (s, client) = spawn_ward().await;
     s.allow("ward:administer", "principal:*").await;
     s.allow("ward:decide", "decision:*").await;
     (s, client)
@@ -298,7 +305,7 @@ async fn bad_input_is_refused_with_field_violations_and_changes_nothing() {
 
 #[tokio::test]
 async fn exchange_administration_and_decisions_over_grpc() {
-    let (s, mut c) = lychd_testkit::spawn_ward().await;
+    let (s, mut c) = spawn_ward().await;
     // The tester starts with nothing but describe.
     let denied = c
         .enroll_principal(pb::EnrollPrincipalRequest {
