@@ -3,6 +3,7 @@
 
 mod authority;
 mod devstack;
+mod documented;
 mod inprocess;
 mod offices;
 mod roles;
