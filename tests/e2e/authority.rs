@@ -63,6 +63,7 @@ async fn ward_decides_every_call_and_changes_apply_on_the_next_one() {
         lychd_runtime::client::channel(&ward_endpoint).expect("ch"),
         &credential,
         0,
+        &["archive", "ward"],
     )
     .await
     .expect("exchange");
@@ -139,6 +140,7 @@ async fn ward_decides_every_call_and_changes_apply_on_the_next_one() {
     let whoami = WardClient::new(channel_with(&ward_endpoint, &session.token))
         .authenticate(lychd_proto::ward::v1::AuthenticateRequest {
             token: session.token.clone(),
+            audience: String::new(),
         })
         .await
         .expect("a principal may resolve its own token")
@@ -165,6 +167,7 @@ async fn ward_decides_every_call_and_changes_apply_on_the_next_one() {
         lychd_runtime::client::channel(&ward_endpoint).expect("ch"),
         &credential,
         0,
+        &["ward"],
     )
     .await
     .expect("a standing credential exchanges again");
@@ -192,6 +195,7 @@ async fn ward_decides_every_call_and_changes_apply_on_the_next_one() {
         lychd_runtime::client::channel(&ward_endpoint).expect("ch"),
         &archive_credential,
         0,
+        &["ward"],
     )
     .await
     .expect("exchange");

@@ -96,20 +96,26 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
             .expect("health");
         assert_eq!(status.get_ref().status, 1, "{name} SERVING");
     }
-    let token = state.path().join("dev/operator.token");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&token)
-            .expect("token")
-            .permissions()
-            .mode()
-            & 0o777,
-        0o600
+    let tokens: BTreeMap<Office, String> = Office::ALL
+        .into_iter()
+        .map(|office| {
+            let file = state.path().join(format!("dev/operator.{office}.token"));
+            let mode = std::fs::metadata(&file)
+                .expect("token")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+            let token = std::fs::read_to_string(&file).expect("token");
+            (office, token.trim().to_owned())
+        })
+        .collect();
+    every_office_sees_its_peers_serving(&endpoints, &tokens);
+    a_token_is_refused_at_any_office_but_its_own(&endpoints, &tokens);
+    operator_leases_the_simulated_model_with_grpcurl(
+        &endpoints["dispatcher"],
+        &tokens[&Office::Dispatcher],
     );
-
-    let token = std::fs::read_to_string(&token).expect("token");
-    every_office_sees_its_peers_serving(&endpoints, token.trim());
-    operator_leases_the_simulated_model_with_grpcurl(&endpoints["dispatcher"], token.trim());
 
     let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
@@ -147,9 +153,12 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
 
 /// `Describe` with peers on every office, Ward included (each calls its peers with its own
 /// service session, so a refused or missing credential shows as a peer not SERVING).
-fn every_office_sees_its_peers_serving(endpoints: &BTreeMap<String, String>, token: &str) {
-    let bearer = format!("authorization: Bearer {token}");
+fn every_office_sees_its_peers_serving(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
     for office in Office::ALL {
+        let bearer = format!("authorization: Bearer {}", tokens[&office]);
         let service = format!("{}/Describe", office.grpc_service());
         let out = grpcurl(&[
             "-plaintext",
@@ -175,6 +184,37 @@ fn every_office_sees_its_peers_serving(endpoints: &BTreeMap<String, String>, tok
         for peer in peers {
             assert_eq!(peer["state"], "SERVING_STATE_SERVING", "{office}: {peer}");
         }
+    }
+}
+
+/// The operator's Dispatcher session, replayed elsewhere (as the Dispatcher could replay it),
+/// authenticates nobody: not at another office, not at Ward's administration.
+fn a_token_is_refused_at_any_office_but_its_own(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
+    let bearer = format!("authorization: Bearer {}", tokens[&Office::Dispatcher]);
+    let calls = [
+        (Office::Ward, "lychd.ward.v1.Ward/ListPrincipals"),
+        (Office::Archive, "lychd.archive.v1.Archive/Describe"),
+    ];
+    for (office, method) in calls {
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            "{}",
+            &endpoints[office.name()],
+            method,
+        ]);
+        let answer = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{method}: {answer}");
+        assert!(answer.contains("Unauthenticated"), "{method}: {answer}");
+        assert!(
+            answer.contains("SESSION_AUDIENCE_MISMATCH"),
+            "{method}: {answer}"
+        );
     }
 }
 

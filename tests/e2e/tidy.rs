@@ -265,6 +265,35 @@ fn scaffold(root: &Path, entry: &Entry) -> Vec<String> {
     p
 }
 
+/// Every reason a Ward decision can deny with is in `lychd-auth`'s catalogue (which relays it),
+/// with `UNAUTHENTICATED` exactly for the authentication failures.
+fn relayed_ward_reasons() -> Vec<String> {
+    use lychd_ward::domain::decision::Reason;
+    let mut p = Vec::new();
+    for r in Reason::ALL.into_iter().filter(|r| !r.allowed()) {
+        let want = if r.is_authentication_failure() {
+            tonic::Code::Unauthenticated
+        } else {
+            tonic::Code::PermissionDenied
+        };
+        match lychd_auth::reasons::OWN
+            .iter()
+            .find(|a| a.name == r.as_str())
+        {
+            Some(a) if a.code == want => {}
+            Some(a) => p.push(format!(
+                "lychd.auth relays {} as {:?}, not {want:?}",
+                a.name, a.code
+            )),
+            None => p.push(format!(
+                "lychd.auth does not list Ward's reason {}",
+                r.as_str()
+            )),
+        }
+    }
+    p
+}
+
 /// HelmLoop's schema lists exactly the reducer's reason codes.
 fn helmloop_reason_codes(root: &Path) -> Vec<String> {
     let mut p = Vec::new();
@@ -309,6 +338,7 @@ fn all_problems(root: &Path) -> Vec<String> {
             .map(|d| format!("docs/refusals.md: {d}")),
     );
     p.extend(helmloop_reason_codes(root));
+    p.extend(relayed_ward_reasons());
     p
 }
 

@@ -7,6 +7,8 @@
 //! `cargo bench -p lychd-e2e --bench authorize`.
 
 use std::sync::Arc;
+
+use lychd_ward::domain::grammar::Audiences;
 use std::time::{Duration, Instant};
 
 use lychd_auth::{Query, Verifier};
@@ -141,7 +143,7 @@ async fn main() -> anyhow::Result<()> {
         };
         assignments::assign(&pool, None, p.id, &q, None).await?;
         let c = credentials::issue(&pool, None, p.id, CredentialKind::Standing, 3600).await?;
-        credentials::exchange(&pool, c.secret.expose_secret(), 0).await?;
+        credentials::exchange(&pool, c.secret.expose_secret(), 0, &everywhere()).await?;
     }
     let grant = Question {
         action: ok(Action::parse(LEASE.0))?,
@@ -151,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
     };
     assignments::assign(&pool, None, svc.id, &grant, None).await?;
     let c = credentials::issue(&pool, None, svc.id, CredentialKind::Standing, 3600).await?;
-    let token: Arc<str> = credentials::exchange(&pool, c.secret.expose_secret(), 0)
+    let token: Arc<str> = credentials::exchange(&pool, c.secret.expose_secret(), 0, &everywhere())
         .await?
         .token
         .expose_secret()
@@ -181,7 +183,10 @@ async fn main() -> anyhow::Result<()> {
         move || {
             let (verifier, token) = (verifier.clone(), token.clone());
             async move {
-                verifier.authenticate(&token).await.expect("authenticated");
+                verifier
+                    .authenticate(&token, LEASE.2)
+                    .await
+                    .expect("authenticated");
             }
         }
     };
@@ -249,4 +254,10 @@ async fn server_version(pool: &PgPool) -> String {
         .fetch_one(pool)
         .await
         .unwrap_or_default()
+}
+
+/// Sessions the bench may present anywhere.
+fn everywhere() -> Audiences {
+    Audiences::parse(&lychd_runtime::Office::ALL.map(|o| o.name()))
+        .expect("office names are audiences")
 }

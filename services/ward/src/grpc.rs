@@ -29,8 +29,9 @@ use lychd_runtime::auth::Action;
 
 /// What an administrator holds.
 pub const ADMINISTER: (Action, &str) = (actions::ADMINISTER, "principal:*");
-/// What an office holds to ask about other principals' tokens.
-pub const DECIDE: (Action, &str) = (actions::DECIDE, "decision:*");
+/// What an office holds to ask about tokens presented to it: `ward:decide` on
+/// `decision:<office>` (an operator may hold `decision:*`).
+pub const DECIDE: Action = actions::DECIDE;
 
 pub struct WardService {
     ctx: ServeContext,
@@ -49,28 +50,47 @@ impl WardService {
         Ok(Uuid::try_parse(&principal.id).ok())
     }
 
+    /// The caller's bearer must authenticate someone at Ward (for answers that say no more
+    /// than "your input is bad").
+    async fn authenticate_caller<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let bearer = lychd_auth::bearer(request)?;
+        match decisions::authenticate(self.pool(), bearer, crate::OFFICE.name()).await? {
+            decisions::Authentication::Authenticated(_) => Ok(()),
+            decisions::Authentication::Refused(reason) => Err(
+                lychd_auth::AuthError::Unauthenticated(reason.as_str().to_owned()).into_status(),
+            ),
+        }
+    }
+
     fn pool(&self) -> &sqlx::PgPool {
         &self.ctx.pool
     }
 }
 
+/// The object an asker must hold `ward:decide` on to ask about a token presented to
+/// `audience`.
+fn decision_object(audience: &str) -> String {
+    format!("decision:{audience}")
+}
+
 /// The question an asker's own token must answer before Ward resolves someone else's: the same
-/// one `ServeContext::authorize` would ask (audience this office, purpose the verb).
-fn decide_question(token: &str) -> decisions::Question<'_> {
+/// one `ServeContext::authorize` would ask (audience this office, purpose the verb), about the
+/// audience it asks for.
+fn decide_question<'a>(token: &'a str, object: &'a str) -> decisions::Question<'a> {
     decisions::Question {
         token,
-        action: DECIDE.0.name,
-        object: DECIDE.1,
+        action: DECIDE.name,
+        object,
         audience: crate::OFFICE.name(),
-        purpose: DECIDE.0.verb(),
+        purpose: DECIDE.verb(),
         expected_policy_generation: None,
         asked_by: None,
     }
 }
 
 /// An asker's refused decision, as the auth layer would refuse it.
-fn refused(d: &decisions::DecisionRecord) -> Status {
-    match crate::verifier::decision(d).into_principal(DECIDE.0.name, DECIDE.1) {
+fn refused(d: &decisions::DecisionRecord, object: &str) -> Status {
+    match crate::verifier::decision(d).into_principal(DECIDE.name, object) {
         Err(status) => status,
         Ok(_) => unreachable!("invariant: a refused asker's decision is not allowed"),
     }
@@ -98,14 +118,17 @@ impl Ward for WardService {
     ) -> Result<Response<pb::ExchangeCredentialResponse>, Status> {
         // The bearer is the credential: no session, no authorize call.
         let credential = lychd_auth::bearer(&request)?;
+        let r = request.get_ref();
+        let audiences = convert::audiences(&r.audiences)?;
         let session =
-            store::credentials::exchange(self.pool(), credential, request.get_ref().ttl_seconds)
+            store::credentials::exchange(self.pool(), credential, r.ttl_seconds, &audiences)
                 .await?;
         Ok(Response::new(pb::ExchangeCredentialResponse {
             session_token: session.token.expose_secret().to_owned(),
             session_id: session.id.to_string(),
             expires_at: Some(convert::timestamp(session.expires_at)),
             principal: Some(convert::principal(&session.principal)),
+            audiences: session.audiences,
         }))
     }
 
@@ -119,7 +142,7 @@ impl Ward for WardService {
         let bearer = lychd_auth::bearer(&request)?;
         let token = &request.get_ref().token;
         let authentication = if bearer == token {
-            match decisions::authenticate(self.pool(), token).await? {
+            match decisions::authenticate(self.pool(), token, crate::OFFICE.name()).await? {
                 // The caller itself is not authenticated: refused as the layer would.
                 decisions::Authentication::Refused(reason) => {
                     return Err(
@@ -130,14 +153,20 @@ impl Ward for WardService {
                 authenticated => authenticated,
             }
         } else {
-            if token.is_empty() {
-                // A caller without authority learns nothing about its input.
-                self.authorize(&request, DECIDE).await?;
-                return Err(WardError::invalid("token", "is required").into());
-            }
-            let asker = decide_question(bearer);
-            match decisions::authenticate_asked(self.pool(), &self.log, &asker, token).await? {
-                Asked::Refused(d) => return Err(refused(&d)),
+            let audience = match convert::authenticate_request(request.get_ref()) {
+                Ok(audience) => audience,
+                Err(invalid) => {
+                    // Bad input is answered to an authenticated caller only.
+                    self.authenticate_caller(&request).await?;
+                    return Err(invalid.into());
+                }
+            };
+            let object = decision_object(&audience);
+            let asker = decide_question(bearer, &object);
+            let asked =
+                decisions::authenticate_asked(self.pool(), &self.log, &asker, token, &audience);
+            match asked.await? {
+                Asked::Refused(d) => return Err(refused(&d, &object)),
                 Asked::Answered(a) => a,
             }
         };
@@ -169,13 +198,14 @@ impl Ward for WardService {
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
         let r = request.get_ref();
         if let Err(invalid) = convert::authorize_request(r) {
-            // A caller without authority learns nothing about its input.
-            self.authorize(&request, DECIDE).await?;
+            // Bad input is answered to an authenticated caller only.
+            self.authenticate_caller(&request).await?;
             return Err(invalid.into());
         }
         // The layer does not authenticate this method: the asker's own `ward:decide` question
         // is resolved in the same statement as the one it asks.
-        let asker = decide_question(lychd_auth::bearer(&request)?);
+        let object = decision_object(&r.audience);
+        let asker = decide_question(lychd_auth::bearer(&request)?, &object);
         let question = decisions::Question {
             token: &r.token,
             action: &r.action,
@@ -186,7 +216,7 @@ impl Ward for WardService {
             asked_by: None,
         };
         let d = match decisions::authorize_asked(self.pool(), &self.log, &asker, &question).await? {
-            Asked::Refused(d) => return Err(refused(&d)),
+            Asked::Refused(d) => return Err(refused(&d, &object)),
             Asked::Answered(d) => d,
         };
         Ok(Response::new(pb::AuthorizeResponse {

@@ -45,8 +45,8 @@ fn unavailable(e: WardError) -> AuthError {
 
 #[tonic::async_trait]
 impl Verifier for LocalVerifier {
-    async fn authenticate(&self, token: &str) -> Result<Principal, AuthError> {
-        match decisions::authenticate(&self.pool, token)
+    async fn authenticate(&self, token: &str, audience: &str) -> Result<Principal, AuthError> {
+        match decisions::authenticate(&self.pool, token, audience)
             .await
             .map_err(unavailable)?
         {

@@ -41,15 +41,20 @@ pub struct Session {
     pub principal_id: String,
 }
 
-/// Exchange `credential` for a session of (at most) `ttl_seconds` (0: Ward's default).
+/// Exchange `credential` for a session of (at most) `ttl_seconds` (0: Ward's default), bound to
+/// the offices `audiences` (the only offices it may be presented to).
 pub async fn exchange(
     channel: Channel,
     credential: &str,
     ttl_seconds: u32,
+    audiences: &[&str],
 ) -> Result<Session, Status> {
     let mut client = WardClient::with_interceptor(channel, Bearer::new(credential)?);
     let answer = client
-        .exchange_credential(ExchangeCredentialRequest { ttl_seconds })
+        .exchange_credential(ExchangeCredentialRequest {
+            ttl_seconds,
+            audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+        })
         .await?
         .into_inner();
     Ok(Session {
@@ -193,12 +198,14 @@ impl WardAdmin {
     }
 
     /// The service principal of an office: enrolled if needed, allowed to ask Ward for
-    /// decisions (`ward:decide` on `decision:*`). Returns its id.
+    /// decisions about tokens presented to itself (`ward:decide` on `decision:<office>`).
+    /// Returns its id.
     pub async fn ensure_office_principal(&mut self, office: &str) -> Result<String, Status> {
         let id = self
             .ensure_principal(PrincipalKind::Service, office)
             .await?;
-        self.ensure_assignment(&id, "ward:decide", "decision:*", "ward", "decide")
+        let object = format!("decision:{office}");
+        self.ensure_assignment(&id, "ward:decide", &object, "ward", "decide")
             .await?;
         Ok(id)
     }

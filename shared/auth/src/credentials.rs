@@ -33,9 +33,11 @@ impl SessionSource {
     /// Exchange `credential` with Ward at `channel` now and again at two thirds of each
     /// session's lifetime; failures retry with backoff (1 s doubling to 30 s). Runs until the
     /// runtime stops.
-    pub fn start(channel: Channel, credential: SecretString) -> Self {
+    /// Exchange `credential` for sessions bound to `audiences` (Ward and the offices this one
+    /// calls), renewed before they expire.
+    pub fn start(channel: Channel, credential: SecretString, audiences: Vec<String>) -> Self {
         let (tx, rx) = watch::channel(None);
-        tokio::spawn(renew(WardClient::new(channel), credential, tx));
+        tokio::spawn(renew(WardClient::new(channel), credential, audiences, tx));
         SessionSource { current: rx }
     }
 
@@ -56,11 +58,15 @@ impl SessionSource {
 async fn renew(
     mut ward: WardClient<Channel>,
     credential: SecretString,
+    audiences: Vec<String>,
     tx: watch::Sender<Option<Arc<SecretString>>>,
 ) {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let mut request = tonic::Request::new(ExchangeCredentialRequest { ttl_seconds: 0 });
+        let mut request = tonic::Request::new(ExchangeCredentialRequest {
+            ttl_seconds: 0,
+            audiences: audiences.clone(),
+        });
         match format!("Bearer {}", credential.expose_secret()).parse() {
             Ok(value) => {
                 request.metadata_mut().insert("authorization", value);

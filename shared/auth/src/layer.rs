@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use tower::{Layer, Service};
 
-use crate::{Verifier, bearer_of};
+use crate::{Authorizer, Verifier, bearer_of};
 
 /// Paths that never need a credential: gRPC health and server reflection.
 pub const OPEN_PREFIXES: &[&str] = &[
@@ -19,15 +19,18 @@ pub const OPEN_PREFIXES: &[&str] = &[
 #[derive(Clone)]
 pub struct AuthLayer {
     verifier: Arc<dyn Verifier>,
+    /// The office this layer guards: the audience every token presented here must name.
+    audience: &'static str,
     /// Methods that require a bearer but authenticate it themselves (Ward's ExchangeCredential;
     /// handlers that authorize before anything else).
     self_authenticating: &'static [&'static str],
 }
 
 impl AuthLayer {
-    pub fn new(verifier: Arc<dyn Verifier>, self_authenticating: &'static [&'static str]) -> Self {
+    pub fn new(authorizer: &Authorizer, self_authenticating: &'static [&'static str]) -> Self {
         AuthLayer {
-            verifier,
+            verifier: authorizer.verifier().clone(),
+            audience: authorizer.audience(),
             self_authenticating,
         }
     }
@@ -85,7 +88,7 @@ where
                 Err(status) => return Ok(status.into_http()),
             };
             if !layer.self_authenticating.contains(&path) {
-                match layer.verifier.authenticate(&token).await {
+                match layer.verifier.authenticate(&token, layer.audience).await {
                     Ok(principal) => {
                         request.extensions_mut().insert(principal);
                     }

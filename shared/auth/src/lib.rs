@@ -48,6 +48,8 @@ pub mod reasons {
         NO_ASSIGNMENT = PermissionDenied;
         /// the principal's policy changed since the decision this call relied on
         POLICY_GENERATION_STALE = PermissionDenied;
+        /// the session is not bound to the office it was presented to
+        SESSION_AUDIENCE_MISMATCH = Unauthenticated;
     }
 }
 
@@ -174,7 +176,8 @@ impl AuthError {
 /// Asks Ward.
 #[tonic::async_trait]
 pub trait Verifier: Send + Sync + 'static {
-    async fn authenticate(&self, token: &str) -> Result<Principal, AuthError>;
+    /// Who holds `token`, presented to the office `audience`?
+    async fn authenticate(&self, token: &str, audience: &str) -> Result<Principal, AuthError>;
     async fn authorize(&self, query: &Query<'_>) -> Result<Decision, AuthError>;
 }
 
@@ -213,6 +216,11 @@ impl Authorizer {
 
     pub fn verifier(&self) -> &Arc<dyn Verifier> {
         &self.verifier
+    }
+
+    /// The office this authorizer decides for.
+    pub fn audience(&self) -> &'static str {
+        self.audience
     }
 
     /// May the caller of `request` perform `action` on `object`? Purpose defaults to the

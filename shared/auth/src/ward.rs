@@ -62,9 +62,10 @@ fn unavailable(status: tonic::Status) -> AuthError {
 
 #[tonic::async_trait]
 impl Verifier for WardVerifier {
-    async fn authenticate(&self, token: &str) -> Result<Principal, AuthError> {
+    async fn authenticate(&self, token: &str, audience: &str) -> Result<Principal, AuthError> {
         let request = self.request(AuthenticateRequest {
             token: token.to_owned(),
+            audience: audience.to_owned(),
         })?;
         let answer = self
             .client

@@ -312,6 +312,11 @@ async fn authorization(
             crate::client::channel(&p.endpoint).map_err(|e| format!("peers.ward.endpoint: {e}"))
         })
         .transpose()?;
+    // This office's own sessions are presented to Ward and to the peers it calls, and nowhere
+    // else.
+    let audiences: Vec<String> = std::iter::once(Office::Ward.name().to_owned())
+        .chain(config.peers.keys().cloned())
+        .collect();
     if let Some(local) = spec.local_verifier {
         // Ward: decisions from its own tables. With a credential it presents a session to the
         // offices it calls, exchanged with itself once serving (at `peers.ward` if given, else
@@ -323,7 +328,7 @@ async fn authorization(
                     None => crate::client::channel(&own_endpoint(bound))
                         .map_err(|e| format!("server.listen: {e}"))?,
                 };
-                Some(SessionSource::start(channel, credential.clone()))
+                Some(SessionSource::start(channel, credential.clone(), audiences))
             }
             None => None,
         };
@@ -335,7 +340,7 @@ async fn authorization(
         .credential
         .clone()
         .ok_or("auth.credential_file is required: the office needs its own session with Ward")?;
-    let session = SessionSource::start(channel.clone(), credential);
+    let session = SessionSource::start(channel.clone(), credential, audiences);
     if !session.ready(Duration::from_secs(30)).await {
         return Err(
             "no session from ward within 30 s (is ward up, and the credential valid?)".into(),

@@ -146,7 +146,7 @@ pub async fn serve(
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(lychd_auth::layer::AuthLayer::new(
-            ctx.authorizer.verifier().clone(),
+            &ctx.authorizer,
             ctx.self_authenticating,
         ))
         .layer(GlobalConcurrencyLimitLayer::new(

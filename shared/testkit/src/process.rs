@@ -260,10 +260,14 @@ impl SandboxBuilder {
                     start_office(office, &config, ports[&office], &self.otlp_endpoint).await;
                 wait_serving(&mut process).await;
                 offices.insert(office, process);
+                // The operator's test session may be presented to every office (tests that
+                // need a narrower one exchange `operator_credential` themselves).
+                let every: Vec<&str> = Office::ALL.iter().map(|o| o.name()).collect();
                 let session = lychd_auth::admin::exchange(
                     lychd_runtime::client::channel(&ward_endpoint).expect("endpoint"),
                     &credential,
                     0,
+                    &every,
                 )
                 .await
                 .expect("operator session");

@@ -79,9 +79,14 @@ impl Spawned {
         let mut admin = self.admin.clone();
         let id = admin.ensure_principal(kind, name).await.expect("enroll");
         let credential = admin.issue_standing(&id).await.expect("credential");
-        let session = exchange(ward_channel(&self.ward_endpoint()), &credential, 0)
-            .await
-            .expect("exchange");
+        let session = exchange(
+            ward_channel(&self.ward_endpoint()),
+            &credential,
+            0,
+            &[self.office.name()],
+        )
+        .await
+        .expect("exchange");
         (id, session.token)
     }
 
@@ -190,9 +195,15 @@ pub async fn spawn_office_with(
         .expect("ward starts");
     let ward_endpoint = ward.endpoint();
 
-    let operator = exchange(ward_channel(&ward_endpoint), &bootstrapped.credential, 0)
-        .await
-        .expect("operator session");
+    let ward_audience = Office::Ward.name();
+    let operator = exchange(
+        ward_channel(&ward_endpoint),
+        &bootstrapped.credential,
+        0,
+        &[ward_audience],
+    )
+    .await
+    .expect("operator session");
     let mut admin = WardAdmin::new(ward_channel(&ward_endpoint), &operator.token).expect("admin");
     let tester_id = admin
         .ensure_principal(PrincipalKind::Human, "tester")
@@ -202,9 +213,20 @@ pub async fn spawn_office_with(
         .issue_standing(&tester_id)
         .await
         .expect("tester credential");
-    let tester = exchange(ward_channel(&ward_endpoint), &tester_credential, 0)
-        .await
-        .expect("tester session");
+    // The tester's session is bound to the office under test; in Ward's tests, where it is
+    // also the token Ward is asked about for other offices, to every office.
+    let tester_audiences: Vec<&str> = match spec {
+        Some(_) => vec![office.name()],
+        None => Office::ALL.iter().map(|o| o.name()).collect(),
+    };
+    let tester = exchange(
+        ward_channel(&ward_endpoint),
+        &tester_credential,
+        0,
+        &tester_audiences,
+    )
+    .await
+    .expect("tester session");
     admin
         .allow_describe(&tester_id, office.name())
         .await
@@ -231,8 +253,11 @@ pub async fn spawn_office_with(
         .issue_standing(&service_id)
         .await
         .expect("service credential");
-    let session =
-        SessionSource::start(ward_channel(&ward_endpoint), SecretString::from(credential));
+    let session = SessionSource::start(
+        ward_channel(&ward_endpoint),
+        SecretString::from(credential),
+        vec![ward_audience.to_owned()],
+    );
     assert!(
         session.ready(std::time::Duration::from_secs(10)).await,
         "office session from ward"

@@ -2,8 +2,9 @@
 //! READ COMMITTED snapshot, the database clock); these functions turn the facts into a reason.
 //!
 //! Precedence, most lasting cause first: an unknown token; a revoked principal, credential or
-//! session; an expired session (or credential); then, for authorization, a stale expected
-//! policy generation, a missing assignment; otherwise allowed.
+//! session; an expired session (or credential); a session not bound to the audience it is
+//! presented to; then, for authorization, a stale expected policy generation, a missing
+//! assignment; otherwise allowed.
 
 use super::kinds::CredentialKind;
 
@@ -16,18 +17,21 @@ pub enum Reason {
     SessionRevoked,
     CredentialRevoked,
     PrincipalRevoked,
+    /// The session is valid but not for the office it was presented to.
+    AudienceMismatch,
     NoAssignment,
     PolicyGenerationStale,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 8] = [
+    pub const ALL: [Reason; 9] = [
         Reason::Allowed,
         Reason::SessionUnknown,
         Reason::SessionExpired,
         Reason::SessionRevoked,
         Reason::CredentialRevoked,
         Reason::PrincipalRevoked,
+        Reason::AudienceMismatch,
         Reason::NoAssignment,
         Reason::PolicyGenerationStale,
     ];
@@ -40,6 +44,7 @@ impl Reason {
             Reason::SessionRevoked => "SESSION_REVOKED",
             Reason::CredentialRevoked => "CREDENTIAL_REVOKED",
             Reason::PrincipalRevoked => "PRINCIPAL_REVOKED",
+            Reason::AudienceMismatch => "SESSION_AUDIENCE_MISMATCH",
             Reason::NoAssignment => "NO_ASSIGNMENT",
             Reason::PolicyGenerationStale => "POLICY_GENERATION_STALE",
         }
@@ -53,6 +58,7 @@ impl Reason {
             | Reason::SessionRevoked
             | Reason::CredentialRevoked
             | Reason::PrincipalRevoked
+            | Reason::AudienceMismatch
             | Reason::NoAssignment
             | Reason::PolicyGenerationStale => false,
         }
@@ -65,7 +71,8 @@ impl Reason {
             | Reason::SessionExpired
             | Reason::SessionRevoked
             | Reason::CredentialRevoked
-            | Reason::PrincipalRevoked => true,
+            | Reason::PrincipalRevoked
+            | Reason::AudienceMismatch => true,
             Reason::Allowed | Reason::NoAssignment | Reason::PolicyGenerationStale => false,
         }
     }
@@ -80,6 +87,8 @@ pub struct SessionFacts {
     pub credential_revoked: bool,
     pub credential_expired: bool,
     pub principal_revoked: bool,
+    /// The session names the audience it is presented to.
+    pub audience_bound: bool,
     pub policy_generation: i64,
 }
 
@@ -97,6 +106,8 @@ pub fn authenticate(facts: Option<&SessionFacts>) -> Reason {
     } else if f.session_expired || f.credential_expired {
         // A session never outlives its credential; both are "this session is over".
         Reason::SessionExpired
+    } else if !f.audience_bound {
+        Reason::AudienceMismatch
     } else {
         Reason::Allowed
     }
@@ -202,17 +213,19 @@ mod tests {
         credential_revoked: false,
         credential_expired: false,
         principal_revoked: false,
+        audience_bound: true,
         policy_generation: 7,
     };
 
-    /// Every combination of the five flags.
+    /// Every combination of the six flags.
     fn all_facts() -> impl Iterator<Item = SessionFacts> {
-        (0u8..32).map(|bits| SessionFacts {
+        (0u8..64).map(|bits| SessionFacts {
             session_revoked: bits & 1 != 0,
             session_expired: bits & 2 != 0,
             credential_revoked: bits & 4 != 0,
             credential_expired: bits & 8 != 0,
             principal_revoked: bits & 16 != 0,
+            audience_bound: bits & 32 == 0,
             policy_generation: 7,
         })
     }
@@ -225,6 +238,7 @@ mod tests {
             (f.session_revoked, Reason::SessionRevoked),
             (f.session_expired, Reason::SessionExpired),
             (f.credential_expired, Reason::SessionExpired),
+            (!f.audience_bound, Reason::AudienceMismatch),
         ];
         causes
             .iter()
@@ -288,6 +302,7 @@ mod tests {
                 "SESSION_REVOKED",
                 "CREDENTIAL_REVOKED",
                 "PRINCIPAL_REVOKED",
+                "SESSION_AUDIENCE_MISMATCH",
                 "NO_ASSIGNMENT",
                 "POLICY_GENERATION_STALE"
             ]
@@ -301,6 +316,7 @@ mod tests {
                     | "SESSION_REVOKED"
                     | "CREDENTIAL_REVOKED"
                     | "PRINCIPAL_REVOKED"
+                    | "SESSION_AUDIENCE_MISMATCH"
             );
             assert_eq!(r.is_authentication_failure(), auth, "{r:?}");
         }

@@ -152,6 +152,35 @@ impl Audience {
     }
 }
 
+/// The audiences a session is bound to: 1 to [`Audiences::MAX`] audiences, sorted, without
+/// duplicates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Audiences(Vec<String>);
+
+impl Audiences {
+    pub const MAX: usize = 16;
+
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, &'static str> {
+        if names.is_empty() {
+            return Err("name at least one audience (the offices the session may be presented to)");
+        }
+        if names.len() > Self::MAX {
+            return Err("at most 16 audiences");
+        }
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            out.push(Audience::parse(n.as_ref())?.0);
+        }
+        out.sort();
+        out.dedup();
+        Ok(Audiences(out))
+    }
+
+    pub fn as_slice(&self) -> &[String] {
+        &self.0
+    }
+}
+
 /// Why an action is asked for (a slug).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Purpose(String);
@@ -216,6 +245,20 @@ pub struct Question {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audiences_are_one_to_sixteen_sorted_distinct_audiences() {
+        assert_eq!(
+            Audiences::parse(&["ward", "dispatcher", "ward"])
+                .unwrap()
+                .as_slice(),
+            ["dispatcher", "ward"]
+        );
+        assert!(Audiences::parse::<&str>(&[]).is_err());
+        assert!(Audiences::parse(&["Ward"]).is_err());
+        assert!(Audiences::parse(&["a"; 17]).is_err());
+        assert!(Audiences::parse(&["a"; 16]).is_ok());
+    }
 
     #[test]
     fn actions() {

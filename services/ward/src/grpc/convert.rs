@@ -10,7 +10,7 @@ use uuid::Uuid;
 use lychd_runtime::refusal::Violations;
 
 use crate::domain::grammar::{
-    Action, Audience, DisplayName, Object, PrincipalName, Purpose, Question,
+    Action, Audience, Audiences, DisplayName, Object, PrincipalName, Purpose, Question,
 };
 use crate::domain::kinds::{CredentialKind, PrincipalKind};
 use crate::domain::lifetime;
@@ -68,6 +68,24 @@ pub fn time(v: &mut Violations, field: &str, t: &Timestamp) -> Option<OffsetDate
 }
 
 type Decoded<T> = Result<T, WardError>;
+
+/// The audiences a session is bound to at exchange.
+pub fn audiences(names: &[String]) -> Decoded<Audiences> {
+    Audiences::parse(names).map_err(|d| WardError::invalid("audiences", d))
+}
+
+/// `Authenticate` about someone else's token: the token and the audience it was presented to.
+pub fn authenticate_request(r: &pb::AuthenticateRequest) -> Decoded<String> {
+    let mut v = Violations::new();
+    if r.token.is_empty() {
+        v.require::<(), _>("token", Err("is required"));
+    }
+    let audience = v.require("audience", Audience::parse(&r.audience));
+    match audience {
+        Some(a) if v.is_empty() => Ok(a.as_str().to_owned()),
+        _ => Err(v.into()),
+    }
+}
 
 /// `Authorize`'s question, checked (the asker's own question is separate).
 pub fn authorize_request(r: &pb::AuthorizeRequest) -> Decoded<()> {

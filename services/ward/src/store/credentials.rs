@@ -14,6 +14,7 @@ use super::{
     PrincipalRecord, audit, begin, bump_revocation_generation, lock_live_principal, lock_principal,
 };
 use crate::domain::decision::{self, CredentialFacts, ExchangeRefusal};
+use crate::domain::grammar::Audiences;
 use crate::domain::kinds::CredentialKind;
 use crate::domain::{lifetime, secret};
 use crate::error::{Entity, Result, WardError};
@@ -39,6 +40,8 @@ pub struct NewSession {
     pub id: Uuid,
     pub token: SecretString,
     pub expires_at: OffsetDateTime,
+    /// The audiences the session is bound to (sorted).
+    pub audiences: Vec<String>,
     pub principal: PrincipalRecord,
 }
 
@@ -221,12 +224,17 @@ pub async fn revoke(pool: &PgPool, actor: Option<Uuid>, credential_id: Uuid) -> 
 }
 
 /// Exchange a credential secret for a session of `ttl_secs` (already resolved by
-/// [`lifetime::session_ttl`]; the credential's expiry caps it). Enrollment credentials work
-/// once. Lock order: the principal row, then the credential.
+/// [`lifetime::session_ttl`]; the credential's expiry caps it), bound to `audiences`.
+/// Enrollment credentials work once. Lock order: the principal row, then the credential.
 ///
 /// A refused exchange is audited (`session.exchange_refused`) and committed before the
 /// refusal is returned; it changes nothing else.
-pub async fn exchange(pool: &PgPool, credential: &str, ttl_secs: u32) -> Result<NewSession> {
+pub async fn exchange(
+    pool: &PgPool,
+    credential: &str,
+    ttl_secs: u32,
+    audiences: &Audiences,
+) -> Result<NewSession> {
     let ttl_secs = lifetime::session_ttl(ttl_secs);
     let mut tx = begin(pool).await?;
     let found: Option<(Uuid, Uuid)> = if secret::well_formed(secret::CREDENTIAL_PREFIX, credential)
@@ -293,8 +301,8 @@ pub async fn exchange(pool: &PgPool, credential: &str, ttl_secs: u32) -> Result<
     let minted = secret::mint_session()?;
     let session_id = Uuid::new_v4();
     let session_expires_at: OffsetDateTime = sqlx::query_scalar(
-        "INSERT INTO ward.sessions (id, digest, principal_id, credential_id, expires_at)
-         VALUES ($1, $2, $3, $4, least(statement_timestamp() + make_interval(secs => $5), $6))
+        "INSERT INTO ward.sessions (id, digest, principal_id, credential_id, expires_at, audiences)
+         VALUES ($1, $2, $3, $4, least(statement_timestamp() + make_interval(secs => $5), $6), $7)
          RETURNING expires_at",
     )
     .bind(session_id)
@@ -303,6 +311,7 @@ pub async fn exchange(pool: &PgPool, credential: &str, ttl_secs: u32) -> Result<
     .bind(credential_id)
     .bind(f64::from(ttl_secs))
     .bind(expires_at)
+    .bind(audiences.as_slice())
     .fetch_one(&mut *tx)
     .await?;
     audit::record(
@@ -314,6 +323,7 @@ pub async fn exchange(pool: &PgPool, credential: &str, ttl_secs: u32) -> Result<
             "credential_id": credential_id,
             "credential_kind": kind.as_str(),
             "session_id": session_id,
+            "audiences": audiences.as_slice(),
             "policy_generation": principal.policy_generation,
             "revocation_generation": principal.revocation_generation,
         }),
@@ -324,6 +334,7 @@ pub async fn exchange(pool: &PgPool, credential: &str, ttl_secs: u32) -> Result<
         id: session_id,
         token: minted.secret,
         expires_at: session_expires_at,
+        audiences: audiences.as_slice().to_vec(),
         principal,
     })
 }

@@ -88,6 +88,7 @@ struct Row {
     revocation_generation: i64,
     principal_revoked_at: Option<OffsetDateTime>,
     principal_created_at: OffsetDateTime,
+    audience_bound: bool,
     assigned: bool,
 }
 
@@ -99,6 +100,7 @@ impl Row {
             credential_revoked: self.credential_revoked,
             credential_expired: self.credential_expired,
             principal_revoked: self.principal_revoked_at.is_some(),
+            audience_bound: self.audience_bound,
             policy_generation: self.policy_generation,
         }
     }
@@ -116,11 +118,12 @@ impl Row {
     }
 }
 
-/// One question in a resolving statement: the token, and what it is asked about (`None`:
-/// authentication only).
+/// One question in a resolving statement: the token, the office it was presented to, and what
+/// it is asked about (`None`: authentication only).
 #[derive(Clone, Copy)]
 struct Ask<'a> {
     token: &'a str,
+    audience: &'a str,
     about: Option<&'a Question<'a>>,
 }
 
@@ -155,7 +158,7 @@ async fn resolve(conn: &mut sqlx::PgConnection, asks: &[Ask<'_>]) -> Result<Vec<
         .bind(column(&sent, |q| q.action))
         .bind(column(&sent, |q| q.object))
         .bind(wildcards)
-        .bind(column(&sent, |q| q.audience))
+        .bind(sent.iter().map(|(_, a)| a.audience).collect::<Vec<_>>())
         .bind(column(&sent, |q| q.purpose))
         .fetch_all(&mut *conn)
         .await?;
@@ -174,10 +177,15 @@ fn column<'a>(sent: &[(usize, &Ask<'a>)], f: fn(&Question<'a>) -> &'a str) -> Ve
     sent.iter().map(|(_, a)| a.about.map(f)).collect()
 }
 
-/// Who holds `token`, now? A refusal is audited before it is returned.
-pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Authentication> {
+/// Who holds `token`, presented to `audience`, now? A refusal is audited before it is returned.
+pub async fn authenticate(pool: &PgPool, token: &str, audience: &str) -> Result<Authentication> {
     let mut conn = pool.acquire().await?;
-    let [row] = resolved::<1>(resolve(&mut conn, &[Ask { token, about: None }]).await?);
+    let ask = Ask {
+        token,
+        audience,
+        about: None,
+    };
+    let [row] = resolved::<1>(resolve(&mut conn, &[ask]).await?);
     authenticated(&mut Records::Now(&mut conn), row).await
 }
 
@@ -228,8 +236,14 @@ pub async fn authenticate_asked(
     log: &DecisionLog,
     asker: &Question<'_>,
     token: &str,
+    audience: &str,
 ) -> Result<Asked<Authentication>> {
-    let [asker_row, row] = resolve_asked(pool, asker, Ask { token, about: None }).await?;
+    let asked = Ask {
+        token,
+        audience,
+        about: None,
+    };
+    let [asker_row, row] = resolve_asked(pool, asker, asked).await?;
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
@@ -258,6 +272,7 @@ impl Records<'_> {
 fn ask<'a>(q: &'a Question<'a>) -> Ask<'a> {
     Ask {
         token: q.token,
+        audience: q.audience,
         about: Some(q),
     }
 }

@@ -7,7 +7,7 @@ use lychd_ward::store::audit::{self, AuditRecord};
 use lychd_ward::store::{assignments, credentials, principals};
 use secrecy::ExposeSecret;
 
-use crate::common::{LEASE, Ward};
+use crate::common::{LEASE, Ward, everywhere};
 
 async fn all(w: &Ward) -> Vec<AuditRecord> {
     let mut out = Vec::new();
@@ -42,7 +42,7 @@ async fn changes_and_decisions_are_recorded() {
         .await
         .unwrap();
     let s = w.exchange(&c).await;
-    let _ = credentials::exchange(&w.pool, c.secret.expose_secret(), 0).await;
+    let _ = credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await;
     let a = assignments::assign(
         &w.pool,
         Some(op),
@@ -65,7 +65,7 @@ async fn changes_and_decisions_are_recorded() {
     lychd_ward::store::sessions::revoke(&w.pool, Some(op), s.id)
         .await
         .unwrap();
-    lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret())
+    lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret(), "ward")
         .await
         .unwrap();
     principals::revoke(&w.pool, Some(op), p.id).await.unwrap();

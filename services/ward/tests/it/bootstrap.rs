@@ -4,7 +4,7 @@ use lychd_ward::WardError;
 use lychd_ward::domain::decision::Reason;
 use lychd_ward::store::{assignments, credentials, principals};
 
-use crate::common::Ward;
+use crate::common::{Ward, everywhere};
 
 const ADMINISTER: (&str, &str, &str, &str) =
     ("ward:administer", "principal:*", "ward", "administer");
@@ -19,7 +19,7 @@ async fn bootstrap_creates_one_operator_with_administration_only() {
     );
     assert!(b.credential.starts_with("lwc_"));
 
-    let session = credentials::exchange(&w.pool, &b.credential, 0)
+    let session = credentials::exchange(&w.pool, &b.credential, 0, &everywhere())
         .await
         .unwrap();
     assert_eq!(session.principal.id, b.principal_id);
@@ -46,7 +46,7 @@ async fn bootstrap_creates_one_operator_with_administration_only() {
         assert_eq!(reason, want, "{q:?}");
     }
     // Standing: a restarted operator tool exchanges again.
-    credentials::exchange(&w.pool, &b.credential, 0)
+    credentials::exchange(&w.pool, &b.credential, 0, &everywhere())
         .await
         .unwrap();
     let listed = assignments::list(&w.pool, Some(b.principal_id), 10, None)

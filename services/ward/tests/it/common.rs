@@ -80,9 +80,14 @@ impl Ward {
     }
 
     pub async fn exchange(&self, credential: &IssuedCredential) -> NewSession {
-        credentials::exchange(&self.pool, credential.secret.expose_secret(), 0)
-            .await
-            .expect("exchange")
+        credentials::exchange(
+            &self.pool,
+            credential.secret.expose_secret(),
+            0,
+            &everywhere(),
+        )
+        .await
+        .expect("exchange")
     }
 
     /// A standing credential and a session from it.
@@ -153,3 +158,9 @@ impl Ward {
 /// The question the tests grant and ask most.
 pub const LEASE: (&str, &str, &str, &str) =
     ("dispatcher:lease", "lease:l-1", "dispatcher", "lease");
+
+/// Sessions that may be presented to every office (tests about audiences make narrower ones).
+pub fn everywhere() -> lychd_ward::domain::grammar::Audiences {
+    lychd_ward::domain::grammar::Audiences::parse(&lychd_runtime::Office::ALL.map(|o| o.name()))
+        .expect("office names are audiences")
+}

@@ -7,7 +7,7 @@ use lychd_ward::domain::lifetime;
 use lychd_ward::store::{credentials, principals, sessions};
 use secrecy::ExposeSecret;
 
-use crate::common::{LEASE, Ward};
+use crate::common::{LEASE, Ward, everywhere};
 
 fn refused(r: Result<credentials::NewSession, WardError>) -> ExchangeRefusal {
     match r {
@@ -40,13 +40,13 @@ async fn unknown_and_malformed_credentials_are_refused() {
         &secret.to_uppercase(),
     ] {
         assert_eq!(
-            refused(credentials::exchange(&w.pool, bad, 0).await),
+            refused(credentials::exchange(&w.pool, bad, 0, &everywhere()).await),
             ExchangeRefusal::CredentialUnknown,
             "{bad:?}"
         );
     }
     // The real one still works.
-    credentials::exchange(&w.pool, secret, 0)
+    credentials::exchange(&w.pool, secret, 0, &everywhere())
         .await
         .expect("exchange");
 }
@@ -59,7 +59,10 @@ async fn enrollment_credentials_exchange_once_standing_ones_repeatedly() {
     let first = w.exchange(&enrollment).await;
     assert_eq!(first.principal.id, p.id);
     assert_eq!(
-        refused(credentials::exchange(&w.pool, enrollment.secret.expose_secret(), 0).await),
+        refused(
+            credentials::exchange(&w.pool, enrollment.secret.expose_secret(), 0, &everywhere())
+                .await
+        ),
         ExchangeRefusal::CredentialExchanged
     );
     // The session obtained first stays valid.
@@ -76,7 +79,7 @@ async fn enrollment_credentials_exchange_once_standing_ones_repeatedly() {
     let tries = (0..8).map(|_| {
         let pool = w.pool.clone();
         let secret = secret.clone();
-        tokio::spawn(async move { credentials::exchange(&pool, &secret, 0).await })
+        tokio::spawn(async move { credentials::exchange(&pool, &secret, 0, &everywhere()).await })
     });
     let mut won = 0;
     for t in tries {
@@ -103,13 +106,15 @@ async fn expired_credentials_are_refused_and_sessions_never_outlive_them() {
     let short = credentials::issue(&w.pool, None, p.id, CredentialKind::Standing, 1)
         .await
         .unwrap();
-    let s = credentials::exchange(&w.pool, short.secret.expose_secret(), 3600)
+    let s = credentials::exchange(&w.pool, short.secret.expose_secret(), 3600, &everywhere())
         .await
         .unwrap();
     assert!(s.expires_at <= short.expires_at);
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert_eq!(
-        refused(credentials::exchange(&w.pool, short.secret.expose_secret(), 0).await),
+        refused(
+            credentials::exchange(&w.pool, short.secret.expose_secret(), 0, &everywhere()).await
+        ),
         ExchangeRefusal::CredentialExpired
     );
     assert_eq!(
@@ -123,7 +128,7 @@ async fn expired_credentials_are_refused_and_sessions_never_outlive_them() {
     w.force("UPDATE ward.credentials SET expires_at = created_at + interval '1 millisecond' WHERE id = $1", c.id)
         .await;
     assert_eq!(
-        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0).await),
+        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await),
         ExchangeRefusal::CredentialExpired
     );
     // Its session, had it been longer-lived, ends with it.
@@ -139,10 +144,10 @@ async fn session_lifetimes_are_defaulted_and_capped() {
     let p = w.service("svc").await;
     let c = w.credential(p.id, CredentialKind::Standing).await;
     let now = time::OffsetDateTime::now_utc();
-    let default = credentials::exchange(&w.pool, c.secret.expose_secret(), 0)
+    let default = credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere())
         .await
         .unwrap();
-    let capped = credentials::exchange(&w.pool, c.secret.expose_secret(), u32::MAX)
+    let capped = credentials::exchange(&w.pool, c.secret.expose_secret(), u32::MAX, &everywhere())
         .await
         .unwrap();
     let secs = |s: &credentials::NewSession| (s.expires_at - now).whole_seconds();
@@ -176,7 +181,7 @@ async fn revoked_credentials_refuse_exchange_and_end_their_sessions() {
         Reason::CredentialRevoked
     );
     assert_eq!(
-        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0).await),
+        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await),
         ExchangeRefusal::CredentialRevoked
     );
     // Idempotent and monotonic: a second revoke changes nothing.
@@ -214,7 +219,7 @@ async fn rotation_replaces_the_credential_and_ends_the_old_sessions() {
         Reason::CredentialRevoked
     );
     assert_eq!(
-        refused(credentials::exchange(&w.pool, old.secret.expose_secret(), 0).await),
+        refused(credentials::exchange(&w.pool, old.secret.expose_secret(), 0, &everywhere()).await),
         ExchangeRefusal::CredentialRevoked
     );
     let fresh = w.exchange(&new).await;
@@ -253,7 +258,7 @@ async fn revoked_principals_lose_everything_and_get_nothing_new() {
         Reason::PrincipalRevoked
     );
     assert_eq!(
-        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0).await),
+        refused(credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await),
         ExchangeRefusal::PrincipalRevoked
     );
     assert!(

@@ -10,7 +10,7 @@ use lychd_ward::store::decisions::{self, Authentication};
 use lychd_ward::store::sessions;
 use secrecy::ExposeSecret;
 
-use crate::common::{LEASE, Ward, question};
+use crate::common::{LEASE, Ward, everywhere, question};
 
 #[tokio::test]
 async fn unknown_sessions_decide_nothing() {
@@ -30,7 +30,9 @@ async fn unknown_sessions_decide_nothing() {
             (None, 0, 0)
         );
         assert_eq!(
-            decisions::authenticate(&w.pool, token).await.unwrap(),
+            decisions::authenticate(&w.pool, token, "ward")
+                .await
+                .unwrap(),
             Authentication::Refused(Reason::SessionUnknown)
         );
     }
@@ -60,7 +62,10 @@ async fn new_principals_have_no_power() {
         let (_, s) = w.session(p.id).await;
         let token = s.token.expose_secret();
         // Authenticated...
-        match decisions::authenticate(&w.pool, token).await.unwrap() {
+        match decisions::authenticate(&w.pool, token, "ward")
+            .await
+            .unwrap()
+        {
             Authentication::Authenticated(r) => {
                 assert_eq!(r.principal.id, p.id);
                 assert_eq!(r.session_id, s.id);
@@ -141,18 +146,24 @@ async fn assignments_match_exactly_and_type_wildcards_only_their_type() {
             "{object}"
         );
     }
-    // No other wildcard exists: `*` in actions, audiences or purposes is just text.
-    for q in [
-        ("archive:*", "note:1", "archive", "read"),
-        ("*", "note:1", "archive", "read"),
-        ("archive:read", "note:1", "*", "read"),
-        ("archive:read", "note:1", "archive", "*"),
-    ] {
-        assert_eq!(
-            w.ask(t, q, None).await.reason,
+    // No other wildcard exists: `*` in actions, audiences or purposes is just text (and no
+    // session is bound to an audience `*`).
+    for (q, want) in [
+        (
+            ("archive:*", "note:1", "archive", "read"),
             Reason::NoAssignment,
-            "{q:?}"
-        );
+        ),
+        (("*", "note:1", "archive", "read"), Reason::NoAssignment),
+        (
+            ("archive:read", "note:1", "*", "read"),
+            Reason::AudienceMismatch,
+        ),
+        (
+            ("archive:read", "note:1", "archive", "*"),
+            Reason::NoAssignment,
+        ),
+    ] {
+        assert_eq!(w.ask(t, q, None).await.reason, want, "{q:?}");
     }
     // And nobody can be granted one.
     for (a, o) in [
@@ -178,7 +189,7 @@ async fn expired_and_revoked_sessions_are_refused() {
         .await;
 
     // A one-second session, by the database clock.
-    let short = credentials::exchange(&w.pool, c.secret.expose_secret(), 1)
+    let short = credentials::exchange(&w.pool, c.secret.expose_secret(), 1, &everywhere())
         .await
         .unwrap();
     assert!(
@@ -194,7 +205,7 @@ async fn expired_and_revoked_sessions_are_refused() {
         "nothing is said about whom an invalid token belonged to"
     );
     assert_eq!(
-        decisions::authenticate(&w.pool, short.token.expose_secret())
+        decisions::authenticate(&w.pool, short.token.expose_secret(), "ward")
             .await
             .unwrap(),
         Authentication::Refused(Reason::SessionExpired)

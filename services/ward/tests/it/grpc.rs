@@ -275,6 +275,7 @@ async fn bad_input_is_refused_with_field_violations_and_changes_nothing() {
     assert_invalid(
         c.authenticate(pb::AuthenticateRequest {
             token: String::new(),
+            audience: "ward".into(),
         })
         .await,
         &["token"],
@@ -361,14 +362,20 @@ async fn exchange_administration_and_decisions_over_grpc() {
     // The credential is the bearer of the exchange; an enrollment credential works once.
     let mut with_credential = WardClient::new(s.channel_with(&issued.credential));
     let session = with_credential
-        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .exchange_credential(pb::ExchangeCredentialRequest {
+            ttl_seconds: 0,
+            audiences: vec!["ward".into(), "dispatcher".into()],
+        })
         .await
         .unwrap()
         .into_inner();
     assert!(session.session_token.starts_with("lws_"));
     assert_eq!(session.principal.as_ref().unwrap().id, svc.id);
     let twice = with_credential
-        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .exchange_credential(pb::ExchangeCredentialRequest {
+            ttl_seconds: 0,
+            audiences: vec!["ward".into(), "dispatcher".into()],
+        })
         .await
         .expect_err("enrollment credentials exchange once");
     assert_eq!(twice.code(), Code::Unauthenticated);
@@ -378,7 +385,10 @@ async fn exchange_administration_and_decisions_over_grpc() {
     );
     assert!(!twice.message().contains(&issued.credential));
     let unknown = WardClient::new(s.channel_with(&format!("lwc_{}", "0".repeat(64))))
-        .exchange_credential(pb::ExchangeCredentialRequest { ttl_seconds: 0 })
+        .exchange_credential(pb::ExchangeCredentialRequest {
+            ttl_seconds: 0,
+            audiences: vec!["ward".into(), "dispatcher".into()],
+        })
         .await
         .expect_err("unknown");
     assert_eq!(unknown.code(), Code::Unauthenticated);
@@ -388,6 +398,7 @@ async fn exchange_administration_and_decisions_over_grpc() {
     let own = as_svc
         .authenticate(pb::AuthenticateRequest {
             token: session.session_token.clone(),
+            audience: "ward".into(),
         })
         .await
         .unwrap()
@@ -399,15 +410,18 @@ async fn exchange_administration_and_decisions_over_grpc() {
     let other = as_svc
         .authenticate(pb::AuthenticateRequest {
             token: s.token.clone(),
+            audience: "ward".into(),
         })
         .await
         .expect_err("needs ward:decide");
     assert_eq!(other.code(), Code::PermissionDenied);
+    // An empty question names no audience to hold `ward:decide` for: bad input, answered to
+    // an authenticated caller.
     let refused = c
         .authorize(pb::AuthorizeRequest::default())
         .await
-        .expect_err("needs ward:decide");
-    assert_eq!(refused.code(), Code::PermissionDenied);
+        .expect_err("bad input");
+    assert_eq!(refused.code(), Code::InvalidArgument);
 
     s.allow("ward:decide", "decision:*").await;
     let ask = |expected| pb::AuthorizeRequest {
@@ -479,6 +493,7 @@ async fn exchange_administration_and_decisions_over_grpc() {
     let gone = as_svc
         .authenticate(pb::AuthenticateRequest {
             token: session.session_token.clone(),
+            audience: "ward".into(),
         })
         .await
         .expect_err("revoked");
@@ -568,6 +583,7 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
         let refused = stranger
             .authenticate(pb::AuthenticateRequest {
                 token: s.token.clone(),
+                audience: "ward".into(),
             })
             .await
             .expect_err("unknown asker");
@@ -576,6 +592,7 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
         let refused = stranger
             .authenticate(pb::AuthenticateRequest {
                 token: bearer.to_owned(),
+                audience: "ward".into(),
             })
             .await
             .expect_err("unknown caller");
@@ -645,5 +662,97 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
         (actor, subject, action.as_str()),
         (Some(tester), Some(tester), "dispatcher:lease")
     );
+    s.stop().await;
+}
+
+/// Sessions are bound to the audiences chosen at exchange: Ward refuses one presented to any
+/// other office (its own administration included), and an office may ask only about tokens
+/// presented to itself (`ward:decide` on `decision:<office>`).
+#[tokio::test]
+async fn sessions_are_bound_to_their_audiences() {
+    let (s, _) = admin_client().await;
+    let (archive_id, _) = s.principal(pb::PrincipalKind::Service, "archive").await;
+    let credential = s
+        .admin
+        .clone()
+        .issue_standing(&archive_id)
+        .await
+        .unwrap();
+    let exchange = |audiences: &[&str]| pb::ExchangeCredentialRequest {
+        ttl_seconds: 0,
+        audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+    };
+    let mut with_credential = WardClient::new(s.channel_with(&credential));
+
+    // Audiences are required and well-formed; the answer names them sorted and distinct.
+    for bad in [&[][..], &["Ward"][..], &["ward"; 17][..]] {
+        let refused = with_credential
+            .exchange_credential(exchange(bad))
+            .await
+            .expect_err("bad audiences");
+        assert_eq!(refused.code(), Code::InvalidArgument, "{bad:?}");
+        assert_eq!(
+            refused.get_error_details().bad_request().unwrap().field_violations[0].field,
+            "audiences"
+        );
+    }
+    let at_archive = with_credential
+        .exchange_credential(exchange(&["archive", "ward", "archive"]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(at_archive.audiences, ["archive", "ward"]);
+    let only_archive = with_credential
+        .exchange_credential(exchange(&["archive"]))
+        .await
+        .unwrap()
+        .into_inner();
+
+    // Presented to Ward, a session not bound to Ward authenticates nobody.
+    let replayed = WardClient::new(s.channel_with(&only_archive.session_token))
+        .list_principals(pb::ListPrincipalsRequest::default())
+        .await
+        .expect_err("not for ward");
+    assert_eq!(replayed.code(), Code::Unauthenticated);
+    assert_eq!(
+        replayed.get_error_details().error_info().unwrap().reason,
+        "SESSION_AUDIENCE_MISMATCH"
+    );
+
+    // The archive, holding `ward:decide` on `decision:archive` only, asks about a token
+    // presented to itself, not about one presented to the Dispatcher.
+    s.admin
+        .clone()
+        .ensure_office_principal("archive")
+        .await
+        .unwrap();
+    let mut as_archive = WardClient::new(s.channel_with(&at_archive.session_token));
+    let ask = |audience: &str, token: &str| pb::AuthorizeRequest {
+        token: token.to_owned(),
+        action: format!("{audience}:describe"),
+        object: format!("office:{audience}"),
+        audience: audience.to_owned(),
+        purpose: "describe".into(),
+        expected_policy_generation: None,
+    };
+    let own = as_archive
+        .authorize(ask("archive", &s.token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(own.reason, "NO_ASSIGNMENT", "answered: {own:?}");
+    let elsewhere = as_archive
+        .authorize(ask("dispatcher", &s.token))
+        .await
+        .expect_err("not the archive's to ask");
+    assert_eq!(elsewhere.code(), Code::PermissionDenied);
+    // A token bound to the archive, asked about for the Dispatcher by one who may ask: refused.
+    let d = WardClient::new(s.channel_with(&s.token))
+        .authorize(ask("dispatcher", &only_archive.session_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(d.reason, "SESSION_AUDIENCE_MISMATCH");
+    assert_eq!(d.principal, None, "nothing said about whose it is");
     s.stop().await;
 }

@@ -25,7 +25,7 @@ async fn the_local_verifier_answers_from_the_tables() {
     let (c, s) = w.session(p.id).await;
     let t = s.token.expose_secret();
 
-    let who = v.authenticate(t).await.unwrap();
+    let who = v.authenticate(t, "ward").await.unwrap();
     assert_eq!(
         (who.id, who.kind.as_str(), who.name.as_str()),
         (p.id.to_string(), "service", "svc")
@@ -68,11 +68,11 @@ async fn the_local_verifier_answers_from_the_tables() {
         (false, "CREDENTIAL_REVOKED", None)
     );
     assert!(is_authentication_reason(&d.reason));
-    match v.authenticate(t).await {
+    match v.authenticate(t, "ward").await {
         Err(AuthError::Unauthenticated(reason)) => assert_eq!(reason, "CREDENTIAL_REVOKED"),
         other => panic!("{other:?}"),
     }
-    match v.authenticate("garbage").await {
+    match v.authenticate("garbage", "ward").await {
         Err(AuthError::Unauthenticated(reason)) => assert_eq!(reason, "SESSION_UNKNOWN"),
         other => panic!("{other:?}"),
     }
@@ -97,7 +97,7 @@ async fn without_its_database_the_verifier_allows_nothing() {
         Err(AuthError::Unavailable(_))
     ));
     assert!(matches!(
-        v.authenticate(s.token.expose_secret()).await,
+        v.authenticate(s.token.expose_secret(), "ward").await,
         Err(AuthError::Unavailable(_))
     ));
 }

@@ -59,16 +59,27 @@ pub(super) async fn bootstrap_ward(ward: &Supervised, layout: &Layout) -> anyhow
     Ok(())
 }
 
-/// Exchange the operator's standing credential for a session of [`OPERATOR_SESSION`], written
-/// to the operator token file.
+/// Exchange the operator's standing credential for one session of [`OPERATOR_SESSION`] per
+/// office, each bound to that office alone and written to its token file; returns Ward's.
 pub(super) async fn operator_session(ward: Channel, layout: &Layout) -> anyhow::Result<Session> {
     let credential = std::fs::read_to_string(&layout.operator_credential)?;
     let ttl_seconds = u32::try_from(OPERATOR_SESSION.as_secs()).unwrap_or(u32::MAX);
-    let session = lychd_auth::admin::exchange(ward, credential.trim(), ttl_seconds)
+    let mut ward_session = None;
+    for office in Office::ALL {
+        let session = lychd_auth::admin::exchange(
+            ward.clone(),
+            credential.trim(),
+            ttl_seconds,
+            &[office.name()],
+        )
         .await
-        .context("operator session from ward")?;
-    write_secret(&layout.operator_token, &session.token)?;
-    Ok(session)
+        .with_context(|| format!("operator session for {office} from ward"))?;
+        write_secret(&layout.operator_token(office), &session.token)?;
+        if office == Office::Ward {
+            ward_session = Some(session);
+        }
+    }
+    ward_session.context("invariant: ward is an office")
 }
 
 /// The operator's assignments; then for each office (Ward too: it calls its peers'

@@ -33,8 +33,7 @@ pub(super) struct Layout {
     pub endpoints: PathBuf,
     /// The operator's standing credential, from Ward's bootstrap.
     pub operator_credential: PathBuf,
-    /// The operator's session, renewed at every start.
-    pub operator_token: PathBuf,
+    dev: PathBuf,
     configs: PathBuf,
     logs: PathBuf,
     credentials: PathBuf,
@@ -53,11 +52,17 @@ impl Layout {
             pg: state.join("pg"),
             endpoints: dev.join("endpoints.json"),
             operator_credential: dev.join("operator.credential"),
-            operator_token: dev.join("operator.token"),
             configs: dev.join("config"),
             logs: dev.join("logs"),
             credentials: dev.join("credentials"),
+            dev,
         })
+    }
+
+    /// The operator's session for `office`, renewed at every start: bound to that office
+    /// alone, so an office that receives it cannot replay it at another (nor at Ward).
+    pub fn operator_token(&self, office: Office) -> PathBuf {
+        self.dev.join(format!("operator.{}.token", office.name()))
     }
 
     /// Create the directories and remove the endpoints file of a stack that did not stop
@@ -223,7 +228,10 @@ mod tests {
             layout.operator_credential,
             state.join("dev/operator.credential")
         );
-        assert_eq!(layout.operator_token, state.join("dev/operator.token"));
+        assert_eq!(
+            layout.operator_token(Office::Dispatcher),
+            state.join("dev/operator.dispatcher.token")
+        );
         assert_eq!(
             layout.config(Office::Ward),
             state.join("dev/config/ward.toml")

@@ -26,7 +26,13 @@ pub(super) fn summary(
             layout.log(office).display()
         ));
     }
-    let token = layout.operator_token.display();
+    let token = layout.operator_token(Office::Dispatcher);
+    let token = token.display();
+    let tokens = layout.operator_token(Office::Ward);
+    let tokens = tokens
+        .display()
+        .to_string()
+        .replace("operator.ward.", "operator.<office>.");
     let dispatcher = loopback(ports[&Office::Dispatcher]);
     lines.extend([
         format!(
@@ -34,7 +40,7 @@ pub(super) fn summary(
         ),
         format!("endpoints     {}", layout.endpoints.display()),
         format!(
-            "operator      {} (standing credential) and {token} (session, {}), mode {SECRET_MODE:04o}",
+            "operator      {} (standing credential) and {tokens} (a session per office, {}), mode {SECRET_MODE:04o}",
             layout.operator_credential.display(),
             duration_text(session)
         ),
@@ -110,11 +116,17 @@ mod tests {
     #[test]
     fn the_summary_states_the_session_lifetime_the_operator_is_given() {
         let printed = summary(&layout(), &ports(), RUNTIME, OPERATOR_SESSION);
-        let expected = format!("(session, {})", duration_text(OPERATOR_SESSION));
+        let expected = format!(
+            "(a session per office, {})",
+            duration_text(OPERATOR_SESSION)
+        );
         assert!(printed.contains(&expected), "{expected} in {printed}");
 
         let shorter = summary(&layout(), &ports(), RUNTIME, Duration::from_secs(90 * 60));
-        assert!(shorter.contains("(session, 1 h 30 min)"), "{shorter}");
+        assert!(
+            shorter.contains("(a session per office, 1 h 30 min)"),
+            "{shorter}"
+        );
         assert!(!shorter.contains(&expected), "{shorter}");
     }
 
@@ -144,7 +156,7 @@ mod tests {
         );
         assert!(
             printed.contains(
-                "operator      /srv/lychd-state/dev/operator.credential (standing credential) and /srv/lychd-state/dev/operator.token"
+                "operator      /srv/lychd-state/dev/operator.credential (standing credential) and /srv/lychd-state/dev/operator.<office>.token"
             ),
             "{printed}"
         );
@@ -153,7 +165,8 @@ mod tests {
             printed.contains("grpcurl -plaintext 127.0.0.1:61001 list"),
             "{printed}"
         );
-        let bearer = "\"authorization: Bearer $(cat /srv/lychd-state/dev/operator.token)\"";
+        let bearer =
+            "\"authorization: Bearer $(cat /srv/lychd-state/dev/operator.dispatcher.token)\"";
         for call in ["Dispatcher/Describe", "Dispatcher/Lease"] {
             let line = printed
                 .lines()

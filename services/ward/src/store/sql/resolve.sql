@@ -6,7 +6,7 @@
 -- whose digest matches no session yields no row.
 --   $1 session token digests   $2 actions (NULL: authentication only)   $3 objects
 --   $4 `<type>:*` of each object (NULL when the object has no valid type)
---   $5 audiences   $6 purposes
+--   $5 audiences (the office each token is presented to; never NULL)   $6 purposes
 SELECT q.n,
        s.id AS session_id,
        s.expires_at AS session_expires_at,
@@ -21,6 +21,7 @@ SELECT q.n,
        p.revocation_generation,
        p.revoked_at AS principal_revoked_at,
        p.created_at AS principal_created_at,
+       q.audience = ANY (s.audiences) AS audience_bound,
        (q.action IS NOT NULL AND EXISTS (
            SELECT 1 FROM ward.assignments a
            WHERE a.principal_id = p.id
