@@ -8,6 +8,7 @@ mod inprocess;
 mod offices;
 mod roles;
 mod shutdown;
+mod strangers;
 mod telemetry;
 mod testkit;
 mod tidy;

@@ -20,10 +20,12 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::actions;
+use crate::domain::decision::Reason;
 use crate::domain::paging;
 use crate::error::{DOMAIN, WardError};
 use crate::store::decision_log::DecisionLog;
-use crate::store::decisions::Asked;
+use crate::store::decisions::{Asked, DecisionRecord};
+use crate::store::strangers::Tally;
 use crate::store::{self, decisions};
 use lychd_runtime::auth::Action;
 
@@ -37,6 +39,21 @@ pub struct WardService {
     ctx: ServeContext,
     /// Records of the decisions asked over `Authorize` and `Authenticate`.
     log: DecisionLog,
+    /// Counts of refusals of callers and tokens that authenticate nobody.
+    strangers: Tally,
+}
+
+/// Where a call came from, as refusals are counted: the peer's IP address.
+fn source<T>(request: &Request<T>) -> String {
+    request
+        .remote_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Where a token asked about came from: the office it was presented to.
+fn presented_to(audience: &str) -> String {
+    format!("office:{audience}")
 }
 
 impl WardService {
@@ -56,10 +73,22 @@ impl WardService {
         let bearer = lychd_auth::bearer(request)?;
         match decisions::authenticate(self.pool(), bearer, crate::OFFICE.name()).await? {
             decisions::Authentication::Authenticated(_) => Ok(()),
-            decisions::Authentication::Refused(reason) => Err(
-                lychd_auth::AuthError::Unauthenticated(reason.as_str().to_owned()).into_status(),
-            ),
+            decisions::Authentication::Refused(reason) => Err(self.stranger(request, reason)),
         }
+    }
+
+    /// A caller that authenticates nobody: counted, and refused as the layer would.
+    fn stranger<T>(&self, request: &Request<T>, reason: Reason) -> Status {
+        self.strangers.count(&source(request), reason.as_str());
+        lychd_auth::AuthError::Unauthenticated(reason.as_str().to_owned()).into_status()
+    }
+
+    /// An asker's refusal: counted when it authenticates nobody (else it is audited).
+    fn refused_asker<T>(&self, request: &Request<T>, d: &DecisionRecord, object: &str) -> Status {
+        if d.reason.is_authentication_failure() {
+            self.strangers.count(&source(request), d.reason.as_str());
+        }
+        refused(d, object)
     }
 
     fn pool(&self) -> &sqlx::PgPool {
@@ -120,9 +149,15 @@ impl Ward for WardService {
         let credential = lychd_auth::bearer(&request)?;
         let r = request.get_ref();
         let audiences = convert::audiences(&r.audiences)?;
-        let session =
-            store::credentials::exchange(self.pool(), credential, r.ttl_seconds, &audiences)
-                .await?;
+        let exchanged =
+            store::credentials::exchange(self.pool(), credential, r.ttl_seconds, &audiences).await;
+        let session = match exchanged {
+            Err(WardError::Refused(refusal)) => {
+                self.strangers.count(&source(&request), refusal.as_str());
+                return Err(WardError::Refused(refusal).into());
+            }
+            other => other?,
+        };
         Ok(Response::new(pb::ExchangeCredentialResponse {
             session_token: session.token.expose_secret().to_owned(),
             session_id: session.id.to_string(),
@@ -140,15 +175,15 @@ impl Ward for WardService {
         // does not authenticate this method: the answer (or the asker's question, resolved in
         // the same statement) does.
         let bearer = lychd_auth::bearer(&request)?;
+        if !lychd_auth::is_session_token(bearer) {
+            return Err(self.stranger(&request, Reason::SessionUnknown));
+        }
         let token = &request.get_ref().token;
         let authentication = if bearer == token {
             match decisions::authenticate(self.pool(), token, crate::OFFICE.name()).await? {
                 // The caller itself is not authenticated: refused as the layer would.
                 decisions::Authentication::Refused(reason) => {
-                    return Err(
-                        lychd_auth::AuthError::Unauthenticated(reason.as_str().to_owned())
-                            .into_status(),
-                    );
+                    return Err(self.stranger(&request, reason));
                 }
                 authenticated => authenticated,
             }
@@ -166,8 +201,14 @@ impl Ward for WardService {
             let asked =
                 decisions::authenticate_asked(self.pool(), &self.log, &asker, token, &audience);
             match asked.await? {
-                Asked::Refused(d) => return Err(refused(&d, &object)),
-                Asked::Answered(a) => a,
+                Asked::Refused(d) => return Err(self.refused_asker(&request, &d, &object)),
+                Asked::Answered(a) => {
+                    if let decisions::Authentication::Refused(reason) = &a {
+                        self.strangers
+                            .count(&presented_to(&audience), reason.as_str());
+                    }
+                    a
+                }
             }
         };
         let result = match authentication {
@@ -197,6 +238,9 @@ impl Ward for WardService {
         request: Request<pb::AuthorizeRequest>,
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
         let r = request.get_ref();
+        if !lychd_auth::is_session_token(lychd_auth::bearer(&request)?) {
+            return Err(self.stranger(&request, Reason::SessionUnknown));
+        }
         if let Err(invalid) = convert::authorize_request(r) {
             // Bad input is answered to an authenticated caller only.
             self.authenticate_caller(&request).await?;
@@ -216,9 +260,13 @@ impl Ward for WardService {
             asked_by: None,
         };
         let d = match decisions::authorize_asked(self.pool(), &self.log, &asker, &question).await? {
-            Asked::Refused(d) => return Err(refused(&d, &object)),
+            Asked::Refused(d) => return Err(self.refused_asker(&request, &d, &object)),
             Asked::Answered(d) => d,
         };
+        if d.reason.is_authentication_failure() {
+            self.strangers
+                .count(&presented_to(&r.audience), d.reason.as_str());
+        }
         Ok(Response::new(pb::AuthorizeResponse {
             decision: if d.allowed() {
                 pb::Decision::Allow
@@ -358,8 +406,9 @@ impl Ward for WardService {
         let (size, token) = convert::page(request.get_ref().page.as_ref());
         let before =
             paging::seq_before(token).map_err(|d| WardError::invalid("page.page_token", d))?;
-        // Every decision answered before this listing is in it.
+        // Every decision answered and every refusal counted before this listing is in it.
         self.log.flush().await?;
+        self.strangers.flush().await?;
         let page = store::audit::list(self.pool(), size, before).await?;
         Ok(Response::new(pb::ListAuditResponse {
             events: page.items.iter().map(convert::audit_event).collect(),
@@ -376,14 +425,17 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let (log, writer) = DecisionLog::start(ctx.pool.clone());
         ctx.finishing.push(writer);
-        Ok(routes(&ctx, log))
+        let (strangers, writer) = Tally::start(ctx.pool.clone());
+        ctx.finishing.push(writer);
+        Ok(routes(&ctx, log, strangers))
     })
 }
 
-fn routes(ctx: &ServeContext, log: DecisionLog) -> Routes {
+fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally) -> Routes {
     let server = WardServer::new(WardService {
         ctx: ctx.clone(),
         log,
+        strangers,
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

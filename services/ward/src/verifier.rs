@@ -1,6 +1,9 @@
 //! Ward's own answer to the [`Verifier`] question, straight from its tables: what the auth
 //! layer and `ServeContext::authorize` use inside the Ward office. No cache: every call is one
-//! fresh decision (plus its audit record).
+//! fresh decision (plus its audit record; a token that authenticates nobody is counted in the
+//! verifier's [`Tally`] instead, under source `ward`).
+
+use std::sync::Arc;
 
 use lychd_auth::{AuthError, Decision, Principal, Query, Verifier};
 use sqlx::PgPool;
@@ -8,16 +11,26 @@ use sqlx::PgPool;
 use crate::error::WardError;
 use crate::store::PrincipalRecord;
 use crate::store::decisions::{self, Authentication, DecisionRecord, Question};
+use crate::store::strangers::Tally;
 
 /// Decides from Ward's own database.
 #[derive(Clone)]
 pub struct LocalVerifier {
     pool: PgPool,
+    strangers: Arc<Tally>,
 }
 
+/// The source Ward's own verifier counts refusals under (the auth layer of Ward's API).
+const SOURCE: &str = "ward";
+
 impl LocalVerifier {
+    /// Needs a tokio runtime (the tally's writer runs on it).
     pub fn new(pool: PgPool) -> Self {
-        LocalVerifier { pool }
+        let (strangers, _writer) = Tally::start(pool.clone());
+        LocalVerifier {
+            pool,
+            strangers: Arc::new(strangers),
+        }
     }
 }
 
@@ -52,6 +65,7 @@ impl Verifier for LocalVerifier {
         {
             Authentication::Authenticated(resolved) => Ok(principal(&resolved.principal)),
             Authentication::Refused(reason) => {
+                self.strangers.count(SOURCE, reason.as_str());
                 Err(AuthError::Unauthenticated(reason.as_str().to_owned()))
             }
         }
@@ -70,6 +84,9 @@ impl Verifier for LocalVerifier {
         let d = decisions::authorize(&self.pool, &question)
             .await
             .map_err(unavailable)?;
+        if d.reason.is_authentication_failure() {
+            self.strangers.count(SOURCE, d.reason.as_str());
+        }
         Ok(decision(&d))
     }
 }
@@ -81,5 +98,40 @@ pub(crate) fn decision(d: &DecisionRecord) -> Decision {
         principal: d.principal.as_ref().map(principal),
         policy_generation: d.policy_generation,
         revocation_generation: d.revocation_generation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::secret;
+
+    /// `lychd-auth` refuses tokens that are not Ward's session tokens without asking Ward: its
+    /// idea of the shape must be Ward's.
+    #[test]
+    fn the_auth_layer_knows_the_shape_of_wards_session_tokens() {
+        for _ in 0..100 {
+            let minted = secret::mint_session().expect("randomness");
+            let token = secrecy::ExposeSecret::expose_secret(&minted.secret);
+            assert!(secret::well_formed(secret::SESSION_PREFIX, token));
+            assert!(lychd_auth::is_session_token(token), "{}", token.len());
+        }
+        let credential = secret::mint_credential().expect("randomness");
+        let credential = secrecy::ExposeSecret::expose_secret(&credential.secret);
+        for junk in [
+            "",
+            "junk",
+            credential,
+            &format!("lws_{}", "0".repeat(63)),
+            &format!("lws_{}", "A".repeat(64)),
+            &format!("lws_{}g", "0".repeat(63)),
+            &format!("lws_{}", "0".repeat(65)),
+        ] {
+            assert_eq!(
+                lychd_auth::is_session_token(junk),
+                secret::well_formed(secret::SESSION_PREFIX, junk),
+                "{junk}"
+            );
+            assert!(!lychd_auth::is_session_token(junk), "{junk}");
+        }
     }
 }

@@ -5,8 +5,9 @@
 use lychd_proto::common::v1::PageRequest;
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{
-    AssignRequest, CredentialKind, EnrollPrincipalRequest, ExchangeCredentialRequest,
-    IssueCredentialRequest, ListAssignmentsRequest, ListPrincipalsRequest, PrincipalKind,
+    AssignRequest, AuditEvent, CredentialKind, EnrollPrincipalRequest, ExchangeCredentialRequest,
+    IssueCredentialRequest, ListAssignmentsRequest, ListAuditRequest, ListPrincipalsRequest,
+    PrincipalKind,
 };
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
@@ -195,6 +196,22 @@ impl WardAdmin {
             "describe",
         )
         .await
+    }
+
+    /// Ward's audit trail, newest first (one page of up to `page_size`). Listing it writes
+    /// every decision and refusal count Ward holds first.
+    pub async fn audit(&mut self, page_size: u32) -> Result<Vec<AuditEvent>, Status> {
+        Ok(self
+            .client
+            .list_audit(ListAuditRequest {
+                page: Some(PageRequest {
+                    page_size,
+                    page_token: String::new(),
+                }),
+            })
+            .await?
+            .into_inner()
+            .events)
     }
 
     /// The service principal of an office: enrolled if needed, allowed to ask Ward for

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use tower::{Layer, Service};
 
-use crate::{Authorizer, Verifier, bearer_of};
+use crate::{Authorizer, Verifier, bearer_of, is_session_token, unknown_session};
 
 /// Paths that never need a credential: gRPC health and server reflection.
 pub const OPEN_PREFIXES: &[&str] = &[
@@ -88,6 +88,9 @@ where
                 Err(status) => return Ok(status.into_http()),
             };
             if !layer.self_authenticating.contains(&path) {
+                if !is_session_token(&token) {
+                    return Ok(unknown_session().into_http());
+                }
                 match layer.verifier.authenticate(&token, layer.audience).await {
                     Ok(principal) => {
                         request.extensions_mut().insert(principal);

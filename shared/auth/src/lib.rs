@@ -181,6 +181,22 @@ pub trait Verifier: Send + Sync + 'static {
     async fn authorize(&self, query: &Query<'_>) -> Result<Decision, AuthError>;
 }
 
+/// Whether `token` has the shape of a Ward session token (`lws_` and 64 lowercase hex digits,
+/// Ward's wire format). Anything else is refused as `SESSION_UNKNOWN` where it is presented,
+/// without asking Ward: a stranger's junk costs no Ward call and no database work.
+pub fn is_session_token(token: &str) -> bool {
+    token.len() == 68
+        && token.starts_with("lws_")
+        && token[4..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The refusal of a token that is not a session token at all.
+pub(crate) fn unknown_session() -> Status {
+    REFUSALS.refuse_with(reasons::SESSION_UNKNOWN, "session not valid")
+}
+
 /// The bearer token of a request (already required by the layer).
 pub fn bearer<T>(request: &tonic::Request<T>) -> Result<&str, Status> {
     bearer_of(
@@ -246,6 +262,9 @@ impl Authorizer {
         expected_policy_generation: Option<i64>,
     ) -> Result<Principal, Status> {
         let token = bearer(request)?;
+        if !is_session_token(token) {
+            return Err(unknown_session());
+        }
         let query = Query {
             token,
             action: action.name,

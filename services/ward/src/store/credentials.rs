@@ -227,8 +227,8 @@ pub async fn revoke(pool: &PgPool, actor: Option<Uuid>, credential_id: Uuid) -> 
 /// [`lifetime::session_ttl`]; the credential's expiry caps it), bound to `audiences`.
 /// Enrollment credentials work once. Lock order: the principal row, then the credential.
 ///
-/// A refused exchange is audited (`session.exchange_refused`) and committed before the
-/// refusal is returned; it changes nothing else.
+/// A refused exchange changes nothing and writes nothing: its caller counts it
+/// ([`super::strangers`]), so a flood of junk credentials cannot grow the audit.
 pub async fn exchange(
     pool: &PgPool,
     credential: &str,
@@ -236,18 +236,18 @@ pub async fn exchange(
     audiences: &Audiences,
 ) -> Result<NewSession> {
     let ttl_secs = lifetime::session_ttl(ttl_secs);
+    // Not a credential's shape: unknown, without any database work.
+    if !secret::well_formed(secret::CREDENTIAL_PREFIX, credential) {
+        return Err(WardError::Refused(ExchangeRefusal::CredentialUnknown));
+    }
     let mut tx = begin(pool).await?;
-    let found: Option<(Uuid, Uuid)> = if secret::well_formed(secret::CREDENTIAL_PREFIX, credential)
-    {
+    let found: Option<(Uuid, Uuid)> =
         sqlx::query_as("SELECT id, principal_id FROM ward.credentials WHERE digest = $1")
             .bind(&secret::digest(credential)[..])
             .fetch_optional(&mut *tx)
-            .await?
-    } else {
-        None
-    };
+            .await?;
     let Some((credential_id, principal_id)) = found else {
-        return refuse(tx, None, None, ExchangeRefusal::CredentialUnknown).await;
+        return refuse(tx, ExchangeRefusal::CredentialUnknown).await;
     };
     let principal = lock_principal(&mut tx, principal_id).await?;
     // Read after the lock (a fresh statement snapshot): a revocation or exchange committed
@@ -284,11 +284,10 @@ pub async fn exchange(
     let kind = match (decision::exchange(facts.as_ref()), facts) {
         (Ok(()), Some(facts)) => facts.kind,
         (Err(refusal), _) => {
-            return refuse(tx, Some(credential_id), Some(principal_id), refusal).await;
+            return refuse(tx, refusal).await;
         }
         (Ok(()), None) => {
-            let unknown = ExchangeRefusal::CredentialUnknown;
-            return refuse(tx, Some(credential_id), Some(principal_id), unknown).await;
+            return refuse(tx, ExchangeRefusal::CredentialUnknown).await;
         }
     };
     sqlx::query(
@@ -339,21 +338,11 @@ pub async fn exchange(
     })
 }
 
-/// Audit a refused exchange, commit (only the audit row), and refuse.
+/// Refuse, changing nothing (the transaction rolls back when dropped).
 async fn refuse<T>(
-    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
-    credential_id: Option<Uuid>,
-    principal_id: Option<Uuid>,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
     refusal: ExchangeRefusal,
 ) -> Result<T> {
-    audit::record(
-        &mut tx,
-        "session.exchange_refused",
-        None,
-        principal_id,
-        json!({ "reason": refusal.as_str(), "credential_id": credential_id }),
-    )
-    .await?;
-    tx.commit().await?;
+    tx.rollback().await?;
     Err(WardError::Refused(refusal))
 }

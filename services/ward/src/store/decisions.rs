@@ -5,7 +5,9 @@
 //! revocation whose commit returned before it started is seen), then the audit insert with
 //! asynchronous commit ([`audit::record_decision`]). The answer is given only after both.
 //! Successful authentications are not audited (the authorization that follows records the
-//! principal and generations); refused ones are. A question asked by another principal
+//! principal and generations). A token that authenticates nobody is not audited here either:
+//! its refusal is returned and the caller counts it ([`super::strangers`]), so strangers
+//! cannot grow the audit one row per call. A question asked by another principal
 //! (the `Authorize` and `Authenticate` RPCs, which need `ward:decide`) is resolved in the same
 //! statement as the asker's own question, and its records go to the [`DecisionLog`] (queued
 //! before the answer, written in batches behind it): one round trip.
@@ -186,7 +188,7 @@ pub async fn authenticate(pool: &PgPool, token: &str, audience: &str) -> Result<
         about: None,
     };
     let [row] = resolved::<1>(resolve(&mut conn, &[ask]).await?);
-    authenticated(&mut Records::Now(&mut conn), row).await
+    authenticated(row)
 }
 
 /// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
@@ -247,7 +249,7 @@ pub async fn authenticate_asked(
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
-        Ok(_) => Ok(Asked::Answered(authenticated(records, row).await?)),
+        Ok(_) => Ok(Asked::Answered(authenticated(row)?)),
     }
 }
 
@@ -306,8 +308,8 @@ async fn allowed_asker(
     }
 }
 
-/// The authentication answer for `row`; a refusal is audited.
-async fn authenticated(records: &mut Records<'_>, row: Option<Row>) -> Result<Authentication> {
+/// The authentication answer for `row` (a refusal is counted by the caller).
+fn authenticated(row: Option<Row>) -> Result<Authentication> {
     let reason = decision::authenticate(row.as_ref().map(Row::facts).as_ref());
     match row {
         Some(row) if reason.allowed() => Ok(Authentication::Authenticated(Resolved {
@@ -315,20 +317,8 @@ async fn authenticated(records: &mut Records<'_>, row: Option<Row>) -> Result<Au
             session_id: row.session_id,
             session_expires_at: row.session_expires_at,
         })),
-        row => {
-            records
-                .append(Entry {
-                    event: "authenticate.refused",
-                    actor_id: None,
-                    subject_id: row.as_ref().map(|r| r.principal_id),
-                    detail: json!({
-                        "reason": reason.as_str(),
-                        "session_id": row.as_ref().map(|r| r.session_id),
-                    }),
-                })
-                .await?;
-            Ok(Authentication::Refused(reason))
-        }
+        // Counted by the caller, not audited (see the module).
+        _ => Ok(Authentication::Refused(reason)),
     }
 }
 
@@ -355,13 +345,17 @@ fn decision_of(q: &Question<'_>, row: Option<&Row>) -> Result<DecisionRecord> {
     })
 }
 
-/// The decision of `q`, audited before it is returned.
+/// The decision of `q`, audited before it is returned — unless the token authenticates nobody
+/// (counted by the caller, see the module).
 async fn decided(
     records: &mut Records<'_>,
     q: &Question<'_>,
     row: Option<Row>,
 ) -> Result<DecisionRecord> {
     let d = decision_of(q, row.as_ref())?;
+    if d.reason.is_authentication_failure() {
+        return Ok(d);
+    }
     records
         .append(Entry {
             event: if d.allowed() {

@@ -22,6 +22,7 @@ pub mod decision_log;
 pub mod decisions;
 pub mod principals;
 pub mod sessions;
+pub mod strangers;
 
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};

@@ -1,6 +1,7 @@
 //! The audit trail records administrative changes and decisions with identities and
 //! generations, newest first, in pages.
 
+use lychd_ward::domain::decision::{ExchangeRefusal, Reason};
 use lychd_ward::domain::kinds::CredentialKind;
 use lychd_ward::domain::paging;
 use lychd_ward::store::audit::{self, AuditRecord};
@@ -42,7 +43,13 @@ async fn changes_and_decisions_are_recorded() {
         .await
         .unwrap();
     let s = w.exchange(&c).await;
-    let _ = credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await;
+    // A refused exchange changes nothing and writes nothing (its caller counts it).
+    assert!(matches!(
+        credentials::exchange(&w.pool, c.secret.expose_secret(), 0, &everywhere()).await,
+        Err(lychd_ward::WardError::Refused(
+            ExchangeRefusal::CredentialExchanged
+        ))
+    ));
     let a = assignments::assign(
         &w.pool,
         Some(op),
@@ -65,9 +72,13 @@ async fn changes_and_decisions_are_recorded() {
     lychd_ward::store::sessions::revoke(&w.pool, Some(op), s.id)
         .await
         .unwrap();
-    lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret(), "ward")
-        .await
-        .unwrap();
+    // So does a refused authentication.
+    assert_eq!(
+        lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret(), "ward")
+            .await
+            .unwrap(),
+        lychd_ward::store::decisions::Authentication::Refused(Reason::SessionRevoked)
+    );
     principals::revoke(&w.pool, Some(op), p.id).await.unwrap();
 
     let events = all(&w).await;
@@ -79,13 +90,11 @@ async fn changes_and_decisions_are_recorded() {
             "principal.enrolled",
             "credential.issued",
             "session.exchanged",
-            "session.exchange_refused",
             "assignment.granted",
             "authorize.allow",
             "authorize.deny",
             "assignment.withdrawn",
             "session.revoked",
-            "authenticate.refused",
             "principal.revoked",
         ]
     );
@@ -103,14 +112,6 @@ async fn changes_and_decisions_are_recorded() {
     assert_eq!(allow.detail["expected_policy_generation"], 1);
     assert_eq!(allow.detail["session_id"], s.id.to_string());
     assert_eq!(by("authorize.deny").detail["reason"], "NO_ASSIGNMENT");
-    assert_eq!(
-        by("session.exchange_refused").detail["reason"],
-        "CREDENTIAL_EXCHANGED"
-    );
-    assert_eq!(
-        by("authenticate.refused").detail["reason"],
-        "SESSION_REVOKED"
-    );
     assert_eq!(by("assignment.withdrawn").detail["policy_generation"], 2);
     assert_eq!(by("principal.revoked").detail["revocation_generation"], 2);
 }

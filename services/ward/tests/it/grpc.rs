@@ -517,7 +517,7 @@ async fn exchange_administration_and_decisions_over_grpc() {
         "principal.enrolled",
         "credential.issued",
         "session.exchanged",
-        "session.exchange_refused",
+        "refusals.counted",
         "assignment.granted",
         "session.revoked",
         "authorize.allow",
@@ -550,10 +550,25 @@ async fn audit_events(s: &Spawned) -> std::collections::BTreeMap<String, i64> {
         .collect()
 }
 
+/// Refusals counted for `source` and `reason` (after a listing, which writes the counts).
+async fn counted(s: &Spawned, source: &str, reason: &str) -> i64 {
+    audit_events(s).await;
+    let mut su = s.db.superuser().await;
+    sqlx::query_scalar(
+        "SELECT coalesce(sum((detail->>'count')::bigint), 0)::bigint FROM ward.audit
+          WHERE event = 'refusals.counted' AND detail->>'source' = $1 AND detail->>'reason' = $2",
+    )
+    .bind(source)
+    .bind(reason)
+    .fetch_one(&mut su)
+    .await
+    .unwrap()
+}
+
 /// `Authorize` and `Authenticate` (about another token) are not authenticated by the layer: the
 /// asker's own `ward:decide` question is resolved in the statement that answers it. An asker
-/// that authenticates nobody is `UNAUTHENTICATED`, one without `ward:decide` is
-/// `PERMISSION_DENIED`; either refusal is audited and answers nothing. An allowed asker's
+/// that authenticates nobody is `UNAUTHENTICATED` (and counted, not audited one row each), one
+/// without `ward:decide` is `PERMISSION_DENIED` (and audited); neither answers anything. An allowed asker's
 /// decision is ONE audit record naming it as the actor (its `ward:decide` allowance is not
 /// recorded apart).
 #[tokio::test]
@@ -568,6 +583,7 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
         expected_policy_generation: None,
     };
     let before = audit_events(&s).await;
+    let counted_before = counted(&s, "127.0.0.1", "SESSION_UNKNOWN").await;
     let unknown = format!("lws_{}", "0".repeat(64));
     for bearer in [unknown.as_str(), "not-a-session"] {
         let mut stranger = WardClient::new(s.channel_with(bearer));
@@ -600,16 +616,14 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
     }
     let after = audit_events(&s).await;
     assert_eq!(
-        after
-            .get("authorize.deny ward:decide")
-            .copied()
-            .unwrap_or(0)
-            - before
-                .get("authorize.deny ward:decide")
-                .copied()
-                .unwrap_or(0),
-        4,
-        "each refused asker of a decision is audited: {after:?}"
+        counted(&s, "127.0.0.1", "SESSION_UNKNOWN").await - counted_before,
+        6,
+        "each refusal of a stranger is counted: {after:?}"
+    );
+    assert_eq!(
+        after.get("authorize.deny ward:decide"),
+        before.get("authorize.deny ward:decide"),
+        "and none is audited one row each"
     );
     assert_eq!(
         after.get("authorize.allow dispatcher:lease"),
@@ -672,12 +686,7 @@ async fn askers_are_decided_in_the_statement_that_answers_them() {
 async fn sessions_are_bound_to_their_audiences() {
     let (s, _) = admin_client().await;
     let (archive_id, _) = s.principal(pb::PrincipalKind::Service, "archive").await;
-    let credential = s
-        .admin
-        .clone()
-        .issue_standing(&archive_id)
-        .await
-        .unwrap();
+    let credential = s.admin.clone().issue_standing(&archive_id).await.unwrap();
     let exchange = |audiences: &[&str]| pb::ExchangeCredentialRequest {
         ttl_seconds: 0,
         audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
@@ -692,7 +701,12 @@ async fn sessions_are_bound_to_their_audiences() {
             .expect_err("bad audiences");
         assert_eq!(refused.code(), Code::InvalidArgument, "{bad:?}");
         assert_eq!(
-            refused.get_error_details().bad_request().unwrap().field_violations[0].field,
+            refused
+                .get_error_details()
+                .bad_request()
+                .unwrap()
+                .field_violations[0]
+                .field,
             "audiences"
         );
     }
