@@ -22,12 +22,30 @@ async fn main() {
         .await;
     let mut admin = spawned.admin.clone();
     admin
-        .ensure_assignment(&office_id, "ward:decide", "decision:*", "ward", "decide")
+        .ensure_assignment(
+            &office_id,
+            "ward:decide",
+            "decision:dispatcher",
+            "ward",
+            "decide",
+        )
         .await
         .expect("decide");
-    let (subject_id, subject_token) = spawned
-        .principal(PrincipalKind::Human, "bench-subject")
-        .await;
+    // The subject's session is presented to the Dispatcher (the audience asked about).
+    let subject_id = admin
+        .ensure_principal(PrincipalKind::Human, "bench-subject")
+        .await
+        .expect("subject");
+    let subject_credential = admin.issue_standing(&subject_id).await.expect("credential");
+    let subject_token = lychd_auth::admin::exchange(
+        lychd_runtime::client::channel(&spawned.endpoint()).expect("endpoint"),
+        &subject_credential,
+        0,
+        &["dispatcher"],
+    )
+    .await
+    .expect("subject session")
+    .token;
     admin
         .ensure_assignment(
             &subject_id,
