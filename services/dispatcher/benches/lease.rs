@@ -4,6 +4,11 @@
 //! and open loop at 500 round trips per second (the target: p99 ≤ 5 ms), each against a gRPC
 //! health check measured in the same run; with 10 and 1,000 registered capabilities.
 //!
+//! Every case runs twice: on the test kit's throwaway cluster (`fsync`, `synchronous_commit`
+//! and `full_page_writes` off), then — the bench runs itself again with
+//! `LYCHD_TEST_PG_DURABILITY=durable` — on a second cluster with production durability (those
+//! settings at their defaults: every commit waits for its WAL flush), which it stops when done.
+//!
 //! Run: `cargo bench -p lychd-dispatcher --bench lease` (needs PostgreSQL binaries, like the
 //! tests). Timings never gate anything.
 
@@ -184,6 +189,32 @@ async fn scenario(capabilities: usize) {
 }
 
 fn main() {
+    let durability = lychd_testkit::durability().unwrap_or_else(|e| panic!("{e}"));
+    let durable = durability == lychd_testkit::Durability::Durable;
+    println!(
+        "cluster: {}",
+        if durable {
+            "durable (fsync, synchronous_commit and full_page_writes on)"
+        } else {
+            "throwaway (fsync, synchronous_commit and full_page_writes off)"
+        }
+    );
+    run();
+    if !durable {
+        // The same cases against a cluster that commits as a deployment does: this binary
+        // again, in a process of its own (the test kit picks its cluster once per process).
+        let status = std::process::Command::new(std::env::current_exe().expect("own path"))
+            .args(std::env::args_os().skip(1))
+            .env(lychd_testkit::DURABILITY_ENV, "durable")
+            .status()
+            .expect("run the durable cases");
+        let stopped = lychd_testkit::stop_durable_cluster();
+        assert!(status.success(), "durable cases: {status}");
+        stopped.unwrap_or_else(|e| panic!("stop the durable cluster: {e}"));
+    }
+}
+
+fn run() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
