@@ -5,6 +5,7 @@ mod admission;
 mod auth;
 mod common;
 mod decision;
+mod grammar;
 mod input;
 mod leases;
 mod ordering;
