@@ -37,6 +37,18 @@ pub enum Modality {
     Video,
 }
 
+impl Modality {
+    /// The configuration name (`text`, `image`, `audio`, `video`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::Video => "video",
+        }
+    }
+}
+
 /// One `[[office.animators]]` entry as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
