@@ -1,8 +1,15 @@
 //! Lease + release round trips on a WARM capability over loopback gRPC with the durable
-//! ledger (real PostgreSQL from the test kit, Ward deciding each call, a fresh HTTP probe of
-//! the simulated llama.cpp runtime before every issue): closed loop at concurrency 1 and 32,
+//! ledger (real PostgreSQL from the test kit, Ward deciding each call — a lease twice: when it
+//! arrives and again before its write — a fresh HTTP probe of the simulated llama.cpp runtime
+//! before every issue), without and with a request id (`+req id`: the answer kept under it,
+//! in the same statement): closed loop at concurrency 1 and 32,
 //! and open loop at 500 round trips per second (the target: p99 ≤ 5 ms), each against a gRPC
 //! health check measured in the same run; with 10 and 1,000 registered capabilities.
+//!
+//! Every case runs twice: on the test kit's throwaway cluster (`fsync`, `synchronous_commit`
+//! and `full_page_writes` off), then — the bench runs itself again with
+//! `LYCHD_TEST_PG_DURABILITY=durable` — on a second cluster with production durability (those
+//! settings at their defaults: every commit waits for its WAL flush), which it stops when done.
 //!
 //! Run: `cargo bench -p lychd-dispatcher --bench lease` (needs PostgreSQL binaries, like the
 //! tests). Timings never gate anything.
@@ -22,7 +29,16 @@ const WARMUP: usize = 200;
 const SECONDS: u64 = 5;
 const RATE: u32 = 500;
 
-async fn round_trip(mut c: DispatcherClient<PeerChannel>, model: &'static str) {
+/// Request ids for the round trips that send one (each its own).
+static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+async fn round_trip(mut c: DispatcherClient<PeerChannel>, model: &'static str, with_id: bool) {
+    let request_id = if with_id {
+        let n = NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("bench-{n}")
+    } else {
+        String::new()
+    };
     let answer = c
         .lease(pb::LeaseRequest {
             demand: Some(pb::Demand {
@@ -32,6 +48,7 @@ async fn round_trip(mut c: DispatcherClient<PeerChannel>, model: &'static str) {
             }),
             holder: "bench".into(),
             priority: 50,
+            request_id,
             ..Default::default()
         })
         .await
@@ -143,7 +160,11 @@ async fn scenario(capabilities: usize) {
 
     // The demand names a pool: model `m3` on every animator (1 or 100 candidates).
     let health = move || health(health_client.clone());
-    let lease = move || round_trip(client.clone(), "m3");
+    let lease = {
+        let client = client.clone();
+        move || round_trip(client.clone(), "m3", false)
+    };
+    let keyed = move || round_trip(client.clone(), "m3", true);
     let h = [
         closed(1, WARMUP, SECONDS, health.clone()).await,
         closed(32, WARMUP, SECONDS, health.clone()).await,
@@ -154,9 +175,15 @@ async fn scenario(capabilities: usize) {
         closed(32, WARMUP, SECONDS, lease.clone()).await,
         paced(RATE, SECONDS, lease).await,
     ];
+    let k = [
+        closed(1, WARMUP, SECONDS, keyed.clone()).await,
+        closed(32, WARMUP, SECONDS, keyed.clone()).await,
+        paced(RATE, SECONDS, keyed).await,
+    ];
     println!("capabilities={capabilities:>4} candidates={animators:>3}");
     println!("  {}", line("health", h[0], h[1], h[2]));
     println!("  {}", line("lease+rel", l[0], l[1], l[2]));
+    println!("  {}", line("+req id", k[0], k[1], k[2]));
     let r = |i: usize| {
         (
             l[i].p50.as_secs_f64() / h[i].p50.as_secs_f64(),
@@ -164,11 +191,13 @@ async fn scenario(capabilities: usize) {
         )
     };
     println!(
-        "  @{RATE}/s p99 of each fifth of the run: health {:.3} .. {:.3} ms, lease+rel {:.3} .. {:.3} ms",
+        "  @{RATE}/s p99 of each fifth of the run: health {:.3} .. {:.3} ms, lease+rel {:.3} .. {:.3} ms, +req id {:.3} .. {:.3} ms",
         ms(h[2].p99_of_fifths.0),
         ms(h[2].p99_of_fifths.1),
         ms(l[2].p99_of_fifths.0),
-        ms(l[2].p99_of_fifths.1)
+        ms(l[2].p99_of_fifths.1),
+        ms(k[2].p99_of_fifths.0),
+        ms(k[2].p99_of_fifths.1)
     );
     println!(
         "  ratio lease+release / health (p50, p99): c=1 {:.1}x {:.1}x, c=32 {:.1}x {:.1}x, @{RATE}/s {:.1}x {:.1}x",
@@ -184,6 +213,32 @@ async fn scenario(capabilities: usize) {
 }
 
 fn main() {
+    let durability = lychd_testkit::durability().unwrap_or_else(|e| panic!("{e}"));
+    let durable = durability == lychd_testkit::Durability::Durable;
+    println!(
+        "cluster: {}",
+        if durable {
+            "durable (fsync, synchronous_commit and full_page_writes on)"
+        } else {
+            "throwaway (fsync, synchronous_commit and full_page_writes off)"
+        }
+    );
+    run();
+    if !durable {
+        // The same cases against a cluster that commits as a deployment does: this binary
+        // again, in a process of its own (the test kit picks its cluster once per process).
+        let status = std::process::Command::new(std::env::current_exe().expect("own path"))
+            .args(std::env::args_os().skip(1))
+            .env(lychd_testkit::DURABILITY_ENV, "durable")
+            .status()
+            .expect("run the durable cases");
+        let stopped = lychd_testkit::stop_durable_cluster();
+        assert!(status.success(), "durable cases: {status}");
+        stopped.unwrap_or_else(|e| panic!("stop the durable cluster: {e}"));
+    }
+}
+
+fn run() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -191,8 +246,8 @@ fn main() {
     runtime.block_on(async {
         println!(
             "lease bench: {WARMUP} warm-up, then {SECONDS} s per case (closed loop c=1, c=32; open loop {RATE}/s); \
-             each lease = Ward decision (overlapping the candidate snapshot) + fresh HTTP probe + one statement writing observation, lease and event; \
-             each release = Ward decision + guarded update"
+             each lease = Ward decision (overlapping the candidate snapshot) + fresh HTTP probe + Ward decision again (the effect) + one statement writing observation, lease and event \
+             (+req id: and the kept answer); each release = Ward decision + owner-guarded update"
         );
         for capabilities in [10, 1000] {
             scenario(capabilities).await;

@@ -36,6 +36,14 @@ pub struct DispatcherSection {
     /// How often a following event watch and a drain wait look at the database, in milliseconds.
     #[serde(default = "d_poll")]
     pub poll_interval_ms: u64,
+    /// How often an open event stream asks Ward again whether its caller may still read, in
+    /// milliseconds (100..=60000): a revoked caller's stream ends within about this long.
+    #[serde(default = "d_stream_recheck")]
+    pub stream_recheck_interval_ms: u64,
+    /// Most event streams (`WatchDispatchEvents`) this office serves at once (1..=10000);
+    /// beyond it a new one is refused `RESOURCE_EXHAUSTED`.
+    #[serde(default = "d_stream_limit")]
+    pub stream_limit: usize,
     #[serde(default)]
     pub animators: Vec<AnimatorDecl>,
     #[serde(default)]
@@ -63,6 +71,12 @@ fn d_drain_max() -> u32 {
 fn d_poll() -> u64 {
     50
 }
+fn d_stream_recheck() -> u64 {
+    2_000
+}
+fn d_stream_limit() -> usize {
+    64
+}
 
 /// What the office runs with.
 #[derive(Debug, Clone)]
@@ -72,6 +86,8 @@ pub struct Settings {
     pub probe: HttpGet,
     pub drain_wait_max_ms: u32,
     pub poll_interval: Duration,
+    pub stream_recheck_interval: Duration,
+    pub stream_limit: usize,
 }
 
 /// Read and validate `[office]`.
@@ -124,6 +140,15 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     if !(1..=10_000).contains(&section.poll_interval_ms) {
         return Err(bad("poll_interval_ms", "must be between 1 and 10000"));
     }
+    if !(100..=60_000).contains(&section.stream_recheck_interval_ms) {
+        return Err(bad(
+            "stream_recheck_interval_ms",
+            "must be between 100 and 60000",
+        ));
+    }
+    if !(1..=10_000).contains(&section.stream_limit) {
+        return Err(bad("stream_limit", "must be between 1 and 10000"));
+    }
     let registry = Registry::build(&section.animators, &section.capabilities)
         .map_err(|e| bad(&e.field, &e.message))?;
     Ok(Settings {
@@ -139,6 +164,8 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         },
         drain_wait_max_ms: section.drain_wait_max_ms,
         poll_interval: Duration::from_millis(section.poll_interval_ms),
+        stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
+        stream_limit: section.stream_limit,
     })
 }
 
@@ -240,6 +267,11 @@ mod tests {
                 "[office]\ndrain_wait_max_ms = 60000\n",
                 "office.drain_wait_max_ms",
             ),
+            (
+                "[office]\nstream_recheck_interval_ms = 0\n",
+                "office.stream_recheck_interval_ms",
+            ),
+            ("[office]\nstream_limit = 0\n", "office.stream_limit"),
             ("[office]\nsurprise = 1\n", "office"),
             (
                 "[[office.animators]]\nname = \"a\"\nsource = \"soulstone\"\ndialect = \"openai\"\nendpoint = \"http://h:1\"\n",

@@ -9,7 +9,7 @@ use tonic::Status;
 /// `docs/refusals.md`.
 pub mod reasons {
     lychd_runtime::refusal::reasons! {
-        /// no lease has this id
+        /// no lease the caller may reach has this id (another principal's is not found either)
         LEASE_NOT_FOUND = NotFound;
         /// the lease was released
         LEASE_RELEASED = FailedPrecondition;
@@ -21,10 +21,14 @@ pub mod reasons {
         ADMISSION_CLOSED = FailedPrecondition;
         /// admission is open on an animator to drain; close it first
         ADMISSION_OPEN = FailedPrecondition;
-        /// no open closure has this token
+        /// no closure the caller may reopen has this token (another principal's is not found either)
         CLOSURE_NOT_FOUND = NotFound;
         /// the request id already closed a different set of animators
         CLOSURE_REQUEST_CONFLICT = AlreadyExists;
+        /// the request id already asked for a different lease
+        LEASE_REQUEST_CONFLICT = AlreadyExists;
+        /// the office serves as many event streams as it may; retry later
+        STREAM_LIMIT_REACHED = ResourceExhausted;
         /// `demand` is required
         DEMAND_MISSING = InvalidArgument;
         /// a demand names a family or a capability key
@@ -57,6 +61,10 @@ pub mod reasons {
         ANIMATOR_DUPLICATE = InvalidArgument;
         /// an animator filter is not an animator name
         ANIMATOR_INVALID = InvalidArgument;
+        /// more animators are named than a request may hold (256)
+        ANIMATORS_TOO_MANY = InvalidArgument;
+        /// give a `lease_id` or a `request_id`
+        LEASE_LOOKUP_MISSING = InvalidArgument;
         /// `request_id` is empty, too long or not printable
         REQUEST_ID_INVALID = InvalidArgument;
         /// `reason` is empty, too long or not printable
@@ -82,6 +90,10 @@ pub enum DispatcherError {
     InvalidArgument(Violations),
     #[error("lease not found")]
     LeaseNotFound,
+    /// The lease exists but belongs to another principal. Answered as [`Self::LeaseNotFound`]
+    /// (no existence leak); the handler may ask whether the caller administers leases first.
+    #[error("lease not found")]
+    LeaseNotOwned,
     #[error("lease is released")]
     LeaseReleased,
     #[error("lease has expired")]
@@ -94,8 +106,21 @@ pub enum DispatcherError {
     AdmissionOpen,
     #[error("closure not found")]
     ClosureNotFound,
+    /// The closure exists but another principal closed it; answered as
+    /// [`Self::ClosureNotFound`].
+    #[error("closure not found")]
+    ClosureNotOwned,
     #[error("request id already closed a different set of animators")]
     ClosureRequestConflict,
+    #[error("request id already asked for a different lease")]
+    LeaseRequestConflict,
+    #[error("too many event streams")]
+    StreamLimit,
+    /// Ward's refusal, asked again immediately before an effect or while a stream is open
+    /// (`UNAUTHENTICATED`, `PERMISSION_DENIED` or `AUTHORIZATION_UNAVAILABLE`, domain
+    /// `lychd.auth`): answered as Ward's decision was relayed.
+    #[error("refused by ward")]
+    Refused(Box<Status>),
     /// State changed under the call; the caller may retry.
     #[error("concurrent change; retry")]
     Conflict,
@@ -133,14 +158,21 @@ impl From<DispatcherError> for Status {
         use reasons::*;
         match e {
             DispatcherError::InvalidArgument(v) => REFUSALS.invalid(v),
-            DispatcherError::LeaseNotFound => REFUSALS.refuse(LEASE_NOT_FOUND),
+            DispatcherError::LeaseNotFound | DispatcherError::LeaseNotOwned => {
+                REFUSALS.refuse(LEASE_NOT_FOUND)
+            }
             DispatcherError::LeaseReleased => REFUSALS.refuse(LEASE_RELEASED),
             DispatcherError::LeaseExpired => REFUSALS.refuse(LEASE_EXPIRED),
             DispatcherError::HolderMismatch => REFUSALS.refuse(LEASE_HOLDER_MISMATCH),
             DispatcherError::AdmissionClosed => REFUSALS.refuse(ADMISSION_CLOSED),
             DispatcherError::AdmissionOpen => REFUSALS.refuse(ADMISSION_OPEN),
-            DispatcherError::ClosureNotFound => REFUSALS.refuse(CLOSURE_NOT_FOUND),
+            DispatcherError::ClosureNotFound | DispatcherError::ClosureNotOwned => {
+                REFUSALS.refuse(CLOSURE_NOT_FOUND)
+            }
             DispatcherError::ClosureRequestConflict => REFUSALS.refuse(CLOSURE_REQUEST_CONFLICT),
+            DispatcherError::LeaseRequestConflict => REFUSALS.refuse(LEASE_REQUEST_CONFLICT),
+            DispatcherError::StreamLimit => REFUSALS.refuse(STREAM_LIMIT_REACHED),
+            DispatcherError::Refused(status) => *status,
             DispatcherError::Conflict => REFUSALS.refuse(common::CONCURRENT_CHANGE),
             DispatcherError::Interrupted => {
                 tracing::error!("a dispatcher task ended without an answer");
@@ -157,6 +189,24 @@ mod tests {
     use tonic_types::StatusExt;
 
     use super::*;
+
+    #[test]
+    fn another_principals_lease_or_closure_is_answered_as_missing() {
+        for (e, reason) in [
+            (DispatcherError::LeaseNotOwned, "LEASE_NOT_FOUND"),
+            (DispatcherError::ClosureNotOwned, "CLOSURE_NOT_FOUND"),
+        ] {
+            let status = Status::from(e);
+            assert_eq!(status.code(), Code::NotFound);
+            assert_eq!(
+                status
+                    .get_error_details()
+                    .error_info()
+                    .map(|i| i.reason.as_str()),
+                Some(reason)
+            );
+        }
+    }
 
     #[test]
     fn an_interrupted_task_is_an_unknown_outcome_not_a_retryable_conflict() {

@@ -33,8 +33,9 @@ pub fn spec() -> OfficeSpec {
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: None,
-        // The lease path's handlers authorize before anything else; that one decision also
-        // authenticates the caller, so the layer does not ask Ward a second time.
+        // The lease path's handlers are authenticated by their own decision (and, on input
+        // that does not decode, by an explicit authentication before the refusal), so the
+        // layer does not ask Ward a second time.
         self_authenticating: &[
             "/lychd.dispatcher.v1.Dispatcher/Lease",
             "/lychd.dispatcher.v1.Dispatcher/RenewLease",

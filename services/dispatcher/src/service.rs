@@ -1,10 +1,17 @@
 //! The office's use cases, composing the pure rules (`domain`), the probes and the store.
 //! Handlers in `grpc` decode, authorize, call these and encode.
+//!
+//! Authority at the effect: a use case that writes after awaited preparation (a lease after
+//! its probe) takes a [`Recheck`] from the handler — Ward asked again — and awaits it
+//! immediately before the write; a refusal there writes nothing of the caller's (the probe's
+//! observation, a fact about the runtime, is still recorded). Long-lived streams await it
+//! every `stream_recheck_interval`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -17,8 +24,13 @@ use crate::domain::observation::{Observed, Phase, settle};
 use crate::domain::registry::{Animator, Capability};
 use crate::error::{DispatcherError, Result};
 use crate::store::admission::{self, AdmissionRow};
-use crate::store::leases::{self, NewLease, Registered};
+use crate::store::leases::{self, Answer, Kept, NewLease, OutcomeKind, Registered};
 use crate::store::observations;
+
+/// Asks Ward again whether the caller is still allowed what its first decision allowed (the
+/// gRPC layer builds it from the caller's request; an `Err` is the refusal to answer with,
+/// [`DispatcherError::Refused`]). Awaited immediately before an effect, never after.
+pub type Recheck = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
 /// A validated lease request.
 #[derive(Debug, Clone)]
@@ -29,14 +41,40 @@ pub struct LeaseCommand {
     pub attempt_id: String,
     pub priority: u32,
     pub ttl_seconds: u32,
+    /// The caller's idempotency key (scoped to the calling principal).
+    pub request_id: Option<String>,
+}
+
+impl LeaseCommand {
+    /// The request in canonical form (every field but the request id, the TTL resolved): what
+    /// a retry under the same request id must equal.
+    pub fn canonical(&self) -> String {
+        let d = &self.demand;
+        serde_json::json!({
+            "family": d.family.map(|f| f.as_str()),
+            "capability_key": d.key.as_ref().map(ToString::to_string),
+            "model_id": d.model,
+            "input_modalities": d.modalities.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+            "tools_required": d.tools_required,
+            "holder": self.holder,
+            "run_id": self.run_id,
+            "attempt_id": self.attempt_id,
+            "priority": self.priority,
+            "ttl_seconds": self.ttl_seconds,
+        })
+        .to_string()
+    }
 }
 
 /// An issued lease.
 #[derive(Debug, Clone)]
 pub struct Granted {
     pub lease_id: Uuid,
-    pub capability: Capability,
-    pub animator: Animator,
+    pub capability_key: String,
+    pub animator_name: String,
+    /// The declared capability and its animator (the route). Absent only when a grant kept
+    /// under a request id names a capability the registry no longer declares.
+    pub declared: Option<(Animator, Capability)>,
     pub issued_at: OffsetDateTime,
     pub expires_at: OffsetDateTime,
     pub generation: i64,
@@ -86,6 +124,11 @@ fn unavailable(
     }
 }
 
+/// A broken invariant of the stored state (answered `INTERNAL`, logged).
+fn broken(what: &'static str) -> DispatcherError {
+    DispatcherError::Database(sqlx::Error::Protocol(what.into()))
+}
+
 /// Fresh observations of one animator.
 #[derive(Debug, Clone)]
 pub struct AnimatorObserved {
@@ -95,15 +138,22 @@ pub struct AnimatorObserved {
     pub admission: Option<AdmissionRow>,
 }
 
-/// The office's state: settings (with the registry) and the database pool.
+/// The office's state: settings (with the registry), the database pool and the places of
+/// open event streams.
 pub struct Service {
     pub settings: Settings,
     pub pool: PgPool,
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl Service {
     pub fn new(settings: Settings, pool: PgPool) -> Arc<Self> {
-        Arc::new(Service { settings, pool })
+        let streams = Arc::new(tokio::sync::Semaphore::new(settings.stream_limit));
+        Arc::new(Service {
+            settings,
+            pool,
+            streams,
+        })
     }
 
     /// The read-only half of a lease request: typed demand → candidates → deterministic order
@@ -136,23 +186,40 @@ impl Service {
         })
     }
 
-    /// The effectful half, once the caller is allowed: a fresh probe of the chosen record →
-    /// the decision table → the observation recorded, together with the lease and its dispatch
-    /// event when granted (one statement, under the generation captured before the probe). It
-    /// runs in its own task, so a caller that goes away leaves nothing half-done: the probe is
-    /// recorded either way, and a lease it no longer hears of expires with its TTL.
-    pub async fn issue(
+    /// The effectful half, once the caller is allowed: for a chosen record, a fresh probe →
+    /// the decision table → Ward asked again ([`Recheck`]) when it is a grant → the
+    /// observation recorded, together with the lease and its dispatch event when granted (one
+    /// statement, under the generation captured before the probe). Under a request id the
+    /// answer is kept (the first one written wins) and a retry gets the kept one. It runs in
+    /// its own task, so a caller that goes away leaves nothing half-done: the probe is recorded
+    /// either way, and a lease it no longer hears of expires with its TTL (or is found again by
+    /// its request id).
+    pub async fn lease(
         self: &Arc<Self>,
         principal_id: &str,
         cmd: &LeaseCommand,
-        key: String,
-        captured: Option<Admission>,
+        prepared: Prepared,
+        recheck: Recheck,
     ) -> Result<LeaseOutcome> {
+        let prepared = match prepared {
+            // Nothing to probe, nothing to keep.
+            Prepared::Answered(outcome) if cmd.request_id.is_none() => return Ok(outcome),
+            p => p,
+        };
         let this = self.clone();
         let principal_id = principal_id.to_owned();
         let cmd = cmd.clone();
-        let task =
-            tokio::spawn(async move { this.issue_now(&principal_id, &cmd, &key, captured).await });
+        let task = tokio::spawn(async move {
+            let outcome = match prepared {
+                Prepared::Answered(outcome) => outcome,
+                Prepared::Chosen { key, captured } => {
+                    return this
+                        .issue_now(&principal_id, &cmd, &key, captured, recheck)
+                        .await;
+                }
+            };
+            this.settle(&principal_id, &cmd, outcome).await
+        });
         task.await.unwrap_or(Err(DispatcherError::Interrupted))
     }
 
@@ -162,6 +229,7 @@ impl Service {
         cmd: &LeaseCommand,
         key: &str,
         captured: Option<Admission>,
+        recheck: Recheck,
     ) -> Result<LeaseOutcome> {
         let reg = &self.settings.registry;
         let chosen = reg
@@ -199,21 +267,30 @@ impl Service {
             animator: animator.name.clone(),
             ready_estimate_seconds: animator.ready_estimate_seconds,
         };
+        let one = || BTreeMap::from([(chosen.key_text.clone(), observed.clone())]);
         let captured = match (decision, captured) {
             (Decision::Grant, Some(captured)) => captured,
             _ => {
-                let one = BTreeMap::from([(chosen.key_text.clone(), observed.clone())]);
-                observations::record(&self.pool, &animator.name, &one).await?;
-                return Ok(match decision {
+                observations::record(&self.pool, &animator.name, &one()).await?;
+                let outcome = match decision {
                     Decision::Unavailable(u) => unavailable(u, Some(chosen), Some(observed)),
                     Decision::Grant | Decision::TransitionRequired => transition(),
                     Decision::Reprobe => {
                         unreachable!("invariant: the loop above never breaks on Reprobe")
                     }
-                });
+                };
+                return self.settle(principal_id, cmd, outcome).await;
             }
         };
+        // The probe may have taken seconds: the caller's session, credential or assignment
+        // may be gone. Ward is asked again now, before anything of the caller's is written.
+        if let Err(refused) = recheck().await {
+            observations::record(&self.pool, &animator.name, &one()).await?;
+            tracing::info!(animator = %animator.name, "lease refused at the effect: authority changed during issue");
+            return Err(refused);
+        }
         let id = Uuid::new_v4();
+        let canonical = cmd.canonical();
         let registered = leases::register(
             &self.pool,
             &NewLease {
@@ -228,6 +305,7 @@ impl Service {
                 ttl_seconds: i32::try_from(cmd.ttl_seconds).unwrap_or(i32::MAX),
                 generation: captured.generation,
                 observed: &observed,
+                request: cmd.request_id.as_deref().map(|r| (r, canonical.as_str())),
             },
         )
         .await?;
@@ -236,21 +314,22 @@ impl Service {
             // translated into the transition signal; no lease or event was written.
             Registered::Raced => {
                 tracing::info!(animator = %animator.name, "admission changed during issue");
-                Ok(transition())
+                self.settle(principal_id, cmd, transition()).await
             }
+            Registered::Answered(kept) => self.replay(cmd, *kept),
             Registered::Granted {
                 issued_at,
                 expires_at,
                 generation,
                 sequence,
             } => {
-                tracing::info!(
-                    lease_id = %id, animator = %animator.name, sequence, "lease granted"
-                );
+                tracing::info!(animator = %animator.name, sequence, "lease granted");
+                tracing::debug!(lease_id = %id, "lease granted");
                 Ok(LeaseOutcome::Granted(Box::new(Granted {
                     lease_id: id,
-                    capability: chosen.clone(),
-                    animator: animator.clone(),
+                    capability_key: chosen.key_text.clone(),
+                    animator_name: animator.name.clone(),
+                    declared: Some((animator.clone(), chosen.clone())),
                     issued_at,
                     expires_at,
                     generation,
@@ -259,6 +338,102 @@ impl Service {
                 })))
             }
         }
+    }
+
+    /// An answer that is not a grant: kept under the request id if there is one (unless one
+    /// is kept already, which is then the answer).
+    async fn settle(
+        &self,
+        principal_id: &str,
+        cmd: &LeaseCommand,
+        outcome: LeaseOutcome,
+    ) -> Result<LeaseOutcome> {
+        let Some(request_id) = cmd.request_id.as_deref() else {
+            return Ok(outcome);
+        };
+        let canonical = cmd.canonical();
+        let answer = match &outcome {
+            LeaseOutcome::Granted(_) => {
+                unreachable!("invariant: a grant is kept by its registration")
+            }
+            LeaseOutcome::TransitionRequired {
+                capability_key,
+                animator,
+                ready_estimate_seconds,
+            } => Answer {
+                principal_id,
+                request_id,
+                demand: &canonical,
+                outcome: OutcomeKind::TransitionRequired,
+                capability_key,
+                animator,
+                ready_estimate_seconds: *ready_estimate_seconds,
+                reason: "",
+                observed: None,
+            },
+            LeaseOutcome::Unavailable {
+                reason,
+                capability_key,
+                animator,
+                observed,
+            } => Answer {
+                principal_id,
+                request_id,
+                demand: &canonical,
+                outcome: OutcomeKind::Unavailable,
+                capability_key,
+                animator,
+                ready_estimate_seconds: None,
+                reason: reason.code(),
+                observed: observed.as_ref(),
+            },
+        };
+        match leases::keep(&self.pool, &answer).await? {
+            None => Ok(outcome),
+            Some(kept) => self.replay(cmd, kept),
+        }
+    }
+
+    /// The answer kept under the command's request id, if the command asks for the same; a
+    /// different request under the same id is refused.
+    fn replay(&self, cmd: &LeaseCommand, kept: Kept) -> Result<LeaseOutcome> {
+        if kept.demand != cmd.canonical() {
+            return Err(DispatcherError::LeaseRequestConflict);
+        }
+        let reg = &self.settings.registry;
+        Ok(match kept.outcome {
+            OutcomeKind::Granted => {
+                let lease = kept
+                    .lease
+                    .ok_or_else(|| broken("a kept grant without its lease"))?;
+                let declared = reg
+                    .capability(&lease.capability_key)
+                    .and_then(|c| reg.animator(c.animator()).map(|a| (a.clone(), c.clone())));
+                LeaseOutcome::Granted(Box::new(Granted {
+                    lease_id: lease.id,
+                    capability_key: lease.capability_key,
+                    animator_name: lease.animator,
+                    declared,
+                    issued_at: lease.issued_at,
+                    expires_at: lease.expires_at,
+                    generation: kept.generation,
+                    holder: lease.holder,
+                    priority: u32::try_from(lease.priority).unwrap_or(0),
+                }))
+            }
+            OutcomeKind::TransitionRequired => LeaseOutcome::TransitionRequired {
+                capability_key: kept.capability_key,
+                animator: kept.animator,
+                ready_estimate_seconds: kept.ready_estimate_seconds,
+            },
+            OutcomeKind::Unavailable => LeaseOutcome::Unavailable {
+                reason: Unavailable::parse(&kept.reason)
+                    .ok_or_else(|| broken("a kept answer with an unknown reason"))?,
+                capability_key: kept.capability_key,
+                animator: kept.animator,
+                observed: kept.observed,
+            },
+        })
     }
 
     fn record_of(&self, c: &Capability) -> Record {
@@ -398,28 +573,50 @@ impl Service {
             .collect()
     }
 
+    /// Renew `owner`'s lease (`None`: any principal's, for an administrator).
     pub async fn renew(
         &self,
         id: Uuid,
         holder: &str,
         ttl_seconds: i32,
+        owner: Option<&str>,
     ) -> Result<leases::LeaseRow> {
-        leases::renew(&self.pool, id, holder, ttl_seconds).await
+        leases::renew(&self.pool, id, holder, ttl_seconds, owner).await
     }
 
-    /// The released lease, and whether it was already over.
-    pub async fn release(&self, id: Uuid, holder: &str) -> Result<(leases::LeaseRow, bool)> {
-        leases::release(&self.pool, id, holder).await
+    /// Release `owner`'s lease (`None`: any principal's): the released lease, and whether it
+    /// was already over.
+    pub async fn release(
+        &self,
+        id: Uuid,
+        holder: &str,
+        owner: Option<&str>,
+    ) -> Result<(leases::LeaseRow, bool)> {
+        leases::release(&self.pool, id, holder, owner).await
+    }
+
+    /// One lease `owner` may see (`None`: any principal's); request ids are `caller`'s own.
+    pub async fn find_lease(
+        &self,
+        lookup: leases::Lookup<'_>,
+        caller: &str,
+        owner: Option<&str>,
+    ) -> Result<leases::LeaseRow> {
+        leases::find(&self.pool, lookup, caller, owner).await
     }
 
     pub async fn list_leases(
         &self,
-        animators: &[String],
-        include_inactive: bool,
+        filter: leases::Filter<'_>,
         after: Option<leases::Cursor>,
         limit: i64,
     ) -> Result<Vec<leases::LeaseRow>> {
-        leases::list(&self.pool, animators, include_inactive, after, limit).await
+        leases::list(&self.pool, filter, after, limit).await
+    }
+
+    /// The closure `token` (its animators and closer), if there is one.
+    pub async fn closure(&self, token: Uuid) -> Result<Option<admission::Closure>> {
+        admission::closure(&self.pool, token).await
     }
 
     pub async fn close_admission(
@@ -432,25 +629,62 @@ impl Service {
         admission::close(&self.pool, request_id, animators, reason, principal).await
     }
 
+    /// Reopen `token` as `principal`, if `owner` closed it (`None`: whoever did).
     pub async fn reopen_admission(
         &self,
         token: Uuid,
         principal: &str,
+        owner: Option<&str>,
     ) -> Result<admission::Reopened> {
-        admission::reopen(&self.pool, token, principal).await
+        admission::reopen(&self.pool, token, principal, owner).await
+    }
+
+    /// A place among the open event streams of this office (at most `stream_limit`), held
+    /// until the stream ends; `None` when every place is taken.
+    pub fn stream_place(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.streams.clone().try_acquire_owned().ok()
     }
 
     /// Send the dispatch events after `after` in sequence order (the gap rule of
     /// [`crate::domain::events`]); with `follow`, keep polling until the receiver goes away.
+    /// Ward is asked again ([`Recheck`]) every `stream_recheck_interval` while the stream is
+    /// open; when the caller's authority is gone the stream ends with the refusal. `place` is
+    /// held until the stream ends, whatever ends it.
     pub async fn watch_events(
         &self,
         after: i64,
         follow: bool,
         tx: tokio::sync::mpsc::Sender<Result<leases::EventRow>>,
+        recheck: Recheck,
+        place: tokio::sync::OwnedSemaphorePermit,
     ) {
         const BATCH: i64 = 256;
+        let _place = place;
+        let every = self.settings.stream_recheck_interval;
+        let mut next_check = tokio::time::Instant::now() + every;
+        // Ward asked again; `false` when the stream must end (the refusal was sent, or the
+        // receiver is gone).
+        let still_allowed = |next_check: &mut tokio::time::Instant| {
+            *next_check = tokio::time::Instant::now() + every;
+            let recheck = recheck.clone();
+            let tx = tx.clone();
+            async move {
+                match recheck().await {
+                    Ok(()) => true,
+                    Err(refused) => {
+                        // Delivered after what the stream holds already; bounded, so a caller
+                        // that reads nothing does not keep the place.
+                        let _ = tokio::time::timeout(every, tx.send(Err(refused))).await;
+                        false
+                    }
+                }
+            }
+        };
         let mut cursor = EventCursor::after(after);
         loop {
+            if tokio::time::Instant::now() >= next_check && !still_allowed(&mut next_check).await {
+                return;
+            }
             let rows = match leases::events_after(&self.pool, cursor.delivered, BATCH).await {
                 Ok(r) => r,
                 Err(e) => {
@@ -465,8 +699,21 @@ impl Service {
                     held = true;
                     break;
                 }
-                if tx.send(Ok(r)).await.is_err() {
-                    return;
+                // A caller that does not read holds the stream at a full buffer: authority
+                // is still asked for on time meanwhile.
+                let slot = loop {
+                    tokio::select! {
+                        slot = tx.reserve() => break slot,
+                        () = tokio::time::sleep_until(next_check) => {
+                            if !still_allowed(&mut next_check).await {
+                                return;
+                            }
+                        }
+                    }
+                };
+                match slot {
+                    Ok(slot) => slot.send(Ok(r)),
+                    Err(_) => return,
                 }
             }
             if !follow && !held && !full {
@@ -476,7 +723,7 @@ impl Service {
                 continue;
             }
             tokio::select! {
-                () = tokio::time::sleep(self.settings.poll_interval) => {}
+                () = tokio::time::sleep(self.settings.poll_interval.min(every)) => {}
                 () = tx.closed() => return,
             }
         }

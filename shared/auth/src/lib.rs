@@ -239,6 +239,18 @@ impl Authorizer {
         self.audience
     }
 
+    /// Who presents the bearer of `request` to this office? `UNAUTHENTICATED` when nobody.
+    pub async fn authenticate<T>(&self, request: &tonic::Request<T>) -> Result<Principal, Status> {
+        let token = bearer(request)?;
+        if !is_session_token(token) {
+            return Err(unknown_session());
+        }
+        self.verifier
+            .authenticate(token, self.audience)
+            .await
+            .map_err(AuthError::into_status)
+    }
+
     /// May the caller of `request` perform `action` on `object`? Purpose defaults to the
     /// action's verb. `UNAUTHENTICATED` or `PERMISSION_DENIED` (with Ward's reason) otherwise.
     pub async fn authorize<T>(

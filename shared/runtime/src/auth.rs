@@ -3,4 +3,5 @@
 
 pub use lychd_auth::{
     Action, AuthError, Authorizer, Decision, Principal, Query, Verifier, actions, bearer,
+    is_authentication_reason,
 };

@@ -38,8 +38,9 @@ pub struct OfficeSpec {
     /// this `None` and asks Ward over gRPC (`peers.ward`).
     pub local_verifier: Option<fn(PgPool) -> Arc<dyn Verifier>>,
     /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
-    /// and handlers whose first act is an authorization (which refuses an unknown session as
-    /// `UNAUTHENTICATED`), so the layer does not ask Ward twice.
+    /// and handlers whose authorization authenticates the caller (it refuses an unknown session
+    /// as `UNAUTHENTICATED`; on input that does not decode they authenticate before refusing
+    /// it), so the layer does not ask Ward twice.
     pub self_authenticating: &'static [&'static str],
     /// Office-specific subcommands (e.g. `lychd-ward bootstrap`), run with the runtime pool
     /// after the same readiness checks as `serve`.

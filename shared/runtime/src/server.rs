@@ -35,8 +35,9 @@ pub struct ServeContext {
     pub outgoing: Outgoing,
     pub health: HealthState,
     /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
-    /// and handlers whose first act is an authorization (which refuses an unknown session as
-    /// `UNAUTHENTICATED`), so the layer does not ask Ward twice.
+    /// and handlers whose authorization authenticates the caller (it refuses an unknown session
+    /// as `UNAUTHENTICATED`; on input that does not decode they authenticate before refusing
+    /// it), so the layer does not ask Ward twice.
     pub self_authenticating: &'static [&'static str],
     /// Work that must finish before the office exits (see [`Finishing`]).
     pub finishing: Finishing,

@@ -13,17 +13,24 @@
 //! Database source, in order: `LYCHD_TEST_DATABASE_URL` (a superuser URL of a cluster you run);
 //! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container; needs a reachable engine — not built in
 //! yet, so it fails loudly); otherwise a cluster started from the machine's PostgreSQL binaries
-//! under `target/lychd-test-pg/`, shared through a lock file and reused by later runs.
+//! under `target/lychd-test-pg/`, shared through a lock file and reused by later runs
+//! (`LYCHD_TEST_PG_DURABILITY=durable`: a second one with production durability, under
+//! `target/lychd-test-pg-durable/`, for benches).
 //! A missing PostgreSQL fails the test with the install command; nothing is skipped.
 
 pub mod bench;
+/// How the test kit's local cluster commits ([`durability`]).
+pub use lychd_pg::Durability;
 mod pg;
 mod process;
 /// The simulated llama.cpp runtime (its own crate, so `lychd dev` uses it too).
 pub use lychd_simllama as simllama;
 mod spawn;
 
-pub use pg::{TestDb, cluster_dir, collect_garbage, test_db, test_db_for, test_db_unmigrated};
+pub use pg::{
+    DURABILITY_ENV, TestDb, cluster_dir, collect_garbage, durability, stop_durable_cluster,
+    test_db, test_db_for, test_db_unmigrated,
+};
 pub use process::{
     OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
 };

@@ -104,11 +104,13 @@ fn start_server() -> Result<Server, String> {
                     start yet; unset it to use the local binaries, or set LYCHD_TEST_DATABASE_URL"
             .into());
     }
-    let base = crate::target_dir().join("lychd-test-pg");
+    let durability = durability()?;
+    let name = cluster_name(durability);
+    let base = crate::target_dir().join(name);
     std::fs::create_dir_all(crate::target_dir()).map_err(|e| e.to_string())?;
     // One cluster per run, shared by every test process: whoever holds the lock starts it (or
     // finds it running) and the others reuse it. It stays up for later runs.
-    let lock_path = crate::target_dir().join("lychd-test-pg.lock");
+    let lock_path = crate::target_dir().join(format!("{name}.lock"));
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -123,9 +125,7 @@ fn start_server() -> Result<Server, String> {
         None => {
             cluster.init().map_err(|e| e.to_string())?;
             let port = lychd_pg::free_port().map_err(|e| e.to_string())?;
-            cluster
-                .start(port, lychd_pg::Durability::Throwaway)
-                .map_err(|e| e.to_string())?;
+            cluster.start(port, durability).map_err(|e| e.to_string())?;
             port
         }
     };
@@ -347,5 +347,42 @@ pub async fn test_db_unmigrated() -> TestDb {
 
 /// Where the shared cluster lives (for tools that stop it).
 pub fn cluster_dir() -> PathBuf {
-    crate::target_dir().join("lychd-test-pg")
+    crate::target_dir().join(cluster_name(lychd_pg::Durability::Throwaway))
+}
+
+/// The environment variable that selects the test kit's local cluster: unset or `throwaway`
+/// (the default: `fsync`, `synchronous_commit` and `full_page_writes` off, under
+/// `target/lychd-test-pg/`), or `durable` (production durability: those settings at their
+/// defaults, a second cluster under `target/lychd-test-pg-durable/`). For benches that must
+/// also be measured as a deployment commits; tests use the default.
+pub const DURABILITY_ENV: &str = "LYCHD_TEST_PG_DURABILITY";
+
+/// The durability the test kit's local cluster runs with in this process ([`DURABILITY_ENV`]).
+pub fn durability() -> Result<lychd_pg::Durability, String> {
+    match std::env::var(DURABILITY_ENV).as_deref() {
+        Err(_) | Ok("") | Ok("throwaway") => Ok(lychd_pg::Durability::Throwaway),
+        Ok("durable") => Ok(lychd_pg::Durability::Durable),
+        Ok(other) => Err(format!(
+            "{DURABILITY_ENV}={other:?}: expected `throwaway` or `durable`"
+        )),
+    }
+}
+
+fn cluster_name(durability: lychd_pg::Durability) -> &'static str {
+    match durability {
+        lychd_pg::Durability::Throwaway => "lychd-test-pg",
+        lychd_pg::Durability::Durable => "lychd-test-pg-durable",
+    }
+}
+
+/// Stop the durable cluster (a bench that started it stops it when done; the throwaway one
+/// stays up for later runs). Idempotent.
+pub fn stop_durable_cluster() -> Result<(), String> {
+    let base = crate::target_dir().join(cluster_name(lychd_pg::Durability::Durable));
+    if !base.join("data").is_dir() {
+        return Ok(());
+    }
+    lychd_pg::Cluster::new(&base)
+        .and_then(|c| c.stop())
+        .map_err(|e| e.to_string())
 }

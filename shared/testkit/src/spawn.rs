@@ -74,8 +74,19 @@ impl Spawned {
             .expect("assign");
     }
 
-    /// Enroll another principal with a standing credential; returns (principal id, session).
+    /// Enroll another principal with a standing credential; returns (principal id, session
+    /// bound to this office).
     pub async fn principal(&self, kind: PrincipalKind, name: &str) -> (String, String) {
+        self.principal_at(kind, name, &[self.office.name()]).await
+    }
+
+    /// [`Spawned::principal`] with a session bound to `audiences`.
+    pub async fn principal_at(
+        &self,
+        kind: PrincipalKind,
+        name: &str,
+        audiences: &[&str],
+    ) -> (String, String) {
         let mut admin = self.admin.clone();
         let id = admin.ensure_principal(kind, name).await.expect("enroll");
         let credential = admin.issue_standing(&id).await.expect("credential");
@@ -83,7 +94,7 @@ impl Spawned {
             ward_channel(&self.ward_endpoint()),
             &credential,
             0,
-            &[self.office.name()],
+            audiences,
         )
         .await
         .expect("exchange");

@@ -37,6 +37,23 @@ pub enum Unavailable {
 }
 
 impl Unavailable {
+    pub const ALL: [Unavailable; 9] = [
+        Unavailable::NoCandidate,
+        Unavailable::CapabilityUnknown,
+        Unavailable::CapabilityIncompatible,
+        Unavailable::SurfaceNotExecutable,
+        Unavailable::PortalQuarantined,
+        Unavailable::NotWarm,
+        Unavailable::ObservedError,
+        Unavailable::ReadinessUnknown,
+        Unavailable::ProbeFailed,
+    ];
+
+    /// The reason of a stable code (an answer kept under a request id).
+    pub fn parse(code: &str) -> Option<Unavailable> {
+        Unavailable::ALL.into_iter().find(|u| u.code() == code)
+    }
+
     pub fn code(self) -> &'static str {
         match self {
             Unavailable::NoCandidate => "NO_CANDIDATE",
@@ -118,6 +135,14 @@ pub fn decide(r: Record, fresh: Fresh, admission_open: bool) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unavailable_codes_round_trip() {
+        for u in Unavailable::ALL {
+            assert_eq!(Unavailable::parse(u.code()), Some(u));
+        }
+        assert_eq!(Unavailable::parse("NOT_A_CODE"), None);
+    }
 
     const DEDICATED: Record = Record {
         source: SourceKind::Soulstone,

@@ -4,11 +4,21 @@
 //! `{animator}:{interface_id}:{profile_ref}` (e.g. `a:model.chat@1:qwen3-8b@r3`) parse into
 //! their own variant so they can be carried without reinterpreting a v1 key, but nothing admits
 //! them yet.
+//!
+//! A key is at most [`KEY_MAX`] characters as a whole: Ward decides (and an operator assigns)
+//! `dispatcher:lease` on the object `capability:<key>`, whose id Ward bounds to 128 characters
+//! of `[A-Za-z0-9._:/@+-]`. Every character of the key grammar is in that set, so the length is
+//! the one bound to add; a property test in the Dispatcher's tests holds the two grammars
+//! together with Ward's own parser.
 
 use std::fmt;
 
 /// Longest slug.
 pub const SLUG_MAX: usize = 64;
+
+/// Longest capability key (v1 or v2), in characters: Ward's longest object id, so that
+/// `capability:<key>` can be authorized and assigned.
+pub const KEY_MAX: usize = 128;
 
 /// Revision words that float: a slug naming one of them (alone or as its last segment) does not
 /// identify an immutable thing.
@@ -155,11 +165,25 @@ impl CapabilityKey {
     pub fn new(animator: &str, family: Family, model_id: &str) -> Result<Self, KeyError> {
         check_slug(animator).map_err(|e| KeyError::Component("animator", e))?;
         check_slug(model_id).map_err(|e| KeyError::Component("model_id", e))?;
-        Ok(CapabilityKey {
+        let key = CapabilityKey {
             animator: animator.to_owned(),
             family,
             model_id: model_id.to_owned(),
-        })
+        };
+        if key.len() > KEY_MAX {
+            return Err(KeyError::TooLong);
+        }
+        Ok(key)
+    }
+
+    /// Length of the key's text (ASCII: characters and bytes agree).
+    pub fn len(&self) -> usize {
+        self.animator.len() + 1 + self.family.as_str().len() + 1 + self.model_id.len()
+    }
+
+    /// Never: every component is non-empty.
+    pub fn is_empty(&self) -> bool {
+        false
     }
 }
 
@@ -197,6 +221,8 @@ pub enum KeyError {
     Component(&'static str, SlugError),
     /// A well-formed v2 key where only v1 is admitted.
     V2NotAdmitted,
+    /// Longer than [`KEY_MAX`].
+    TooLong,
 }
 
 impl KeyError {
@@ -209,6 +235,7 @@ impl KeyError {
             ),
             KeyError::Component(part, e) => format!("{part} {}", e.describe()),
             KeyError::V2NotAdmitted => "interface/profile (v2) keys are not admitted yet".into(),
+            KeyError::TooLong => format!("must be at most {KEY_MAX} characters"),
         }
     }
 }
@@ -228,6 +255,9 @@ fn versioned(s: &str, part: &'static str, numeric: bool) -> Result<(), KeyError>
 
 /// Parse any key (v1 or v2).
 pub fn parse_any(s: &str) -> Result<AnyKey, KeyError> {
+    if s.len() > KEY_MAX {
+        return Err(KeyError::TooLong);
+    }
     let mut parts = s.split(':');
     let (Some(animator), Some(middle), Some(last), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -358,6 +388,26 @@ mod tests {
             parse_v1("gpu0:chat: m"),
             Err(KeyError::Component("model_id", SlugError::BadStart))
         );
+    }
+
+    #[test]
+    fn keys_are_bounded_to_what_ward_can_decide_on() {
+        let long = "m".repeat(64);
+        // 64 + `:tool_execution:` + 48 = 128: the longest key.
+        let k = CapabilityKey::new(&long, Family::ToolExecution, &"m".repeat(48)).expect("128");
+        assert_eq!(k.len(), KEY_MAX);
+        assert_eq!(k.to_string().len(), KEY_MAX);
+        assert_eq!(parse_v1(&k.to_string()), Ok(k));
+        assert_eq!(
+            CapabilityKey::new(&long, Family::ToolExecution, &"m".repeat(49)),
+            Err(KeyError::TooLong)
+        );
+        assert_eq!(
+            parse_v1(&format!("{long}:chat:{long}")),
+            Err(KeyError::TooLong),
+            "130 characters of valid slugs"
+        );
+        assert_eq!(parse_any(&"a".repeat(10_000)), Err(KeyError::TooLong));
     }
 
     #[test]

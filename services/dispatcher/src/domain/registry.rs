@@ -37,6 +37,18 @@ pub enum Modality {
     Video,
 }
 
+impl Modality {
+    /// The configuration name (`text`, `image`, `audio`, `video`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Text => "text",
+            Modality::Image => "image",
+            Modality::Audio => "audio",
+            Modality::Video => "video",
+        }
+    }
+}
+
 /// One `[[office.animators]]` entry as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -327,11 +339,13 @@ impl Registry {
                 )
             })?;
             check_slug(&c.model_id).map_err(|e| bad(at("model_id"), e.describe()))?;
-            let key = CapabilityKey {
-                animator: c.animator.clone(),
-                family,
-                model_id: c.model_id.clone(),
-            };
+            // The slugs are checked; what is left is the key's length (Ward's object bound).
+            let key = CapabilityKey::new(&c.animator, family, &c.model_id).map_err(|_| {
+                bad(
+                    at("model_id"),
+                    "makes the capability key longer than 128 characters (Ward's object bound)",
+                )
+            })?;
             let key_text = key.to_string();
             if reg.capabilities.contains_key(&key_text) {
                 return Err(bad(at("model_id"), "duplicate capability key"));
@@ -614,6 +628,11 @@ pub(crate) mod tests {
         assert!(e.message.contains("floating"));
         let e = err(&[soulstone("a")], &[cap("b", "chat", "m")]);
         assert_eq!(e.field, "capabilities[0].animator");
+        // Two valid 64-character slugs make a 130-character key: more than Ward can decide on.
+        let long = "m".repeat(64);
+        let e = err(&[soulstone(&long)], &[cap(&long, "chat", &long)]);
+        assert_eq!(e.field, "capabilities[0].model_id");
+        assert!(e.message.contains("128"), "{e:?}");
         let mut s = soulstone("a");
         s.endpoint = "http://user:pw@h:1".into();
         assert_eq!(err(&[s], &[]).field, "animators[0].endpoint");

@@ -18,10 +18,15 @@ use crate::error::DispatcherError;
 use crate::error::reasons::*;
 use crate::service::LeaseCommand;
 use crate::store::admission::AdmissionRow;
-use crate::store::leases::{Cursor, EventRow, LeaseRow};
+use crate::store::leases::{Cursor, EventRow, LeaseRow, Lookup};
 use crate::store::observations::Cached;
 
 type Decoded<T> = Result<T, DispatcherError>;
+
+/// Most animators one request may name (`ObserveAnimators`, `CloseAdmission`, `AwaitDrain`,
+/// the `ListLeases` filter): a longer list is refused whole before any name is looked at, so
+/// neither the answer nor the work (Ward is asked per distinct name at worst) grows with it.
+pub const ANIMATORS_MAX: usize = 256;
 
 fn finish<T>(v: Violations, value: impl FnOnce() -> T) -> Decoded<T> {
     Ok(v.finish(value)?)
@@ -183,6 +188,14 @@ pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCom
         128,
         true,
     );
+    label(
+        &mut v,
+        "request_id",
+        REQUEST_ID_INVALID,
+        &req.request_id,
+        128,
+        true,
+    );
     if let Err(e) = check_priority(req.priority) {
         v.push("priority", PRIORITY_OUT_OF_RANGE, e);
     }
@@ -206,6 +219,7 @@ pub fn lease_request(req: pb::LeaseRequest, ttl: &TtlPolicy) -> Decoded<LeaseCom
         attempt_id: req.attempt_id,
         priority: req.priority,
         ttl_seconds,
+        request_id: (!req.request_id.is_empty()).then_some(req.request_id),
     })
 }
 
@@ -242,16 +256,34 @@ pub fn release_request(req: &pb::ReleaseLeaseRequest) -> Decoded<(Uuid, String)>
     finish(v, || (id, req.holder.clone()))
 }
 
-/// Declared, distinct animators (sorted). `allow_empty` for "all".
+/// A list of animators longer than [`ANIMATORS_MAX`], refused as a whole.
+fn too_many(v: &mut Violations, names: &[String]) -> bool {
+    if names.len() <= ANIMATORS_MAX {
+        return false;
+    }
+    v.push(
+        "animators",
+        ANIMATORS_TOO_MANY,
+        format!("must name at most {ANIMATORS_MAX} animators"),
+    );
+    true
+}
+
+/// Declared, distinct animators (sorted), at most [`ANIMATORS_MAX`]. `allow_empty` for "all".
 pub fn animators(reg: &Registry, names: &[String], allow_empty: bool) -> Decoded<Vec<String>> {
     let mut v = Violations::new();
+    if too_many(&mut v, names) {
+        return Err(v.into());
+    }
     if names.is_empty() && !allow_empty {
         v.push("animators", ANIMATORS_EMPTY, "name at least one animator");
     }
     let mut seen = BTreeSet::new();
     for (i, n) in names.iter().enumerate() {
         let field = format!("animators[{i}]");
-        if reg.animator(n).is_none() {
+        if check_slug(n).is_err() {
+            v.push(field, ANIMATOR_INVALID, "must be an animator name");
+        } else if reg.animator(n).is_none() {
             v.push(field, ANIMATOR_UNKNOWN, "names no declared animator");
         } else if !seen.insert(n.clone()) {
             v.push(field, ANIMATOR_DUPLICATE, "named twice");
@@ -311,19 +343,79 @@ pub fn drain_request(
     finish(v, || (names, req.wait_ms))
 }
 
-/// `ListLeases`' animator filter: each an animator name (declared or not: a filter).
-pub fn animator_filter(names: &[String]) -> Decoded<()> {
+/// A `ListLeases` request, decoded.
+#[derive(Debug, Clone)]
+pub struct ListCommand {
+    /// Distinct animator names (sorted): a filter, so declared or not.
+    pub animators: Vec<String>,
+    pub include_inactive: bool,
+    pub after: Option<Cursor>,
+    pub request_id: Option<String>,
+}
+
+/// `ListLeasesRequest` → command: each filter an animator name (at most [`ANIMATORS_MAX`]),
+/// the page token, the request id.
+pub fn list_request(req: &pb::ListLeasesRequest) -> Decoded<ListCommand> {
     let mut v = Violations::new();
-    for (i, a) in names.iter().enumerate() {
-        if check_slug(a).is_err() {
-            v.push(
-                format!("animators[{i}]"),
-                ANIMATOR_INVALID,
-                "must be an animator name",
-            );
+    let mut names = BTreeSet::new();
+    if !too_many(&mut v, &req.animators) {
+        for (i, a) in req.animators.iter().enumerate() {
+            if check_slug(a).is_err() {
+                v.push(
+                    format!("animators[{i}]"),
+                    ANIMATOR_INVALID,
+                    "must be an animator name",
+                );
+            } else {
+                names.insert(a.clone());
+            }
         }
     }
-    finish(v, || ())
+    let page = req.page.clone().unwrap_or_default();
+    let after = match page_token(&page.page_token) {
+        Ok(a) => a,
+        Err(DispatcherError::InvalidArgument(more)) => {
+            v.extend(more);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    label(
+        &mut v,
+        "request_id",
+        REQUEST_ID_INVALID,
+        &req.request_id,
+        128,
+        true,
+    );
+    finish(v, || ListCommand {
+        animators: names.into_iter().collect(),
+        include_inactive: req.include_inactive,
+        after,
+        request_id: (!req.request_id.is_empty()).then(|| req.request_id.clone()),
+    })
+}
+
+/// `GetLeaseRequest` → which lease.
+pub fn get_request(req: &pb::GetLeaseRequest) -> Decoded<Lookup<'_>> {
+    use pb::get_lease_request::Lookup as L;
+    let mut v = Violations::new();
+    let lookup = match &req.lookup {
+        Some(L::LeaseId(id)) => Lookup::Id(lease_id(&mut v, id)),
+        Some(L::RequestId(r)) => {
+            label(&mut v, "request_id", REQUEST_ID_INVALID, r, 128, false);
+            Lookup::Request(r)
+        }
+        None => {
+            v.push(
+                "lookup",
+                LEASE_LOOKUP_MISSING,
+                "give a lease_id or a request_id",
+            );
+            Lookup::Id(Uuid::nil())
+        }
+    };
+    finish(v, || lookup)
 }
 
 /// A closure token.
@@ -392,6 +484,7 @@ pub fn lease_info(l: &LeaseRow) -> pb::LeaseInfo {
             LeaseState::Released => pb::LeaseState::Released,
         } as i32,
         principal_id: l.principal_id.clone(),
+        request_id: l.request_id.clone().unwrap_or_default(),
     }
 }
 
@@ -535,6 +628,47 @@ mod tests {
     }
 
     #[test]
+    fn animator_lists_are_bounded_before_any_name_is_looked_at() {
+        let reg = Registry::default();
+        let names: Vec<String> = (0..10_000).map(|i| format!("Bad Name {i}")).collect();
+        match animators(&reg, &names, true) {
+            Err(DispatcherError::InvalidArgument(v)) => {
+                let got: Vec<_> = v
+                    .iter()
+                    .map(|v| (v.field.as_str(), v.reason.name))
+                    .collect();
+                assert_eq!(got, [("animators", "ANIMATORS_TOO_MANY")]);
+            }
+            other => panic!("expected invalid, got {other:?}"),
+        }
+        let filter = pb::ListLeasesRequest {
+            animators: names,
+            ..Default::default()
+        };
+        match list_request(&filter) {
+            Err(DispatcherError::InvalidArgument(v)) => assert_eq!(v.len(), 1),
+            other => panic!("expected invalid, got {other:?}"),
+        }
+        // At the bound, each name is looked at: a bad one is named with its index.
+        let mut names: Vec<String> = (0..ANIMATORS_MAX).map(|i| format!("a{i}")).collect();
+        names[7] = "Bad Name".into();
+        let filter = pb::ListLeasesRequest {
+            animators: names,
+            ..Default::default()
+        };
+        match list_request(&filter) {
+            Err(DispatcherError::InvalidArgument(v)) => {
+                let got: Vec<_> = v
+                    .iter()
+                    .map(|v| (v.field.as_str(), v.reason.name))
+                    .collect();
+                assert_eq!(got, [("animators[7]", "ANIMATOR_INVALID")]);
+            }
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn page_tokens_round_trip_and_refuse_garbage() {
         let l = LeaseRow {
             id: Uuid::new_v4(),
@@ -550,6 +684,7 @@ mod tests {
             expires_at: OffsetDateTime::UNIX_EPOCH,
             released_at: None,
             state: LeaseState::Active,
+            request_id: None,
         };
         let t = next_page_token(&l);
         assert_eq!(

@@ -1,5 +1,14 @@
-//! gRPC handlers of `lychd.dispatcher.v1.Dispatcher`: authorize (action and object declared
-//! next to each handler) → decode → call the service or store → encode. Nothing else.
+//! gRPC handlers of `lychd.dispatcher.v1.Dispatcher`: authenticate (the layer, or the handler's
+//! own decision on the self-authenticating lease methods) → decode → authorize (action and
+//! object declared next to each handler, the object built from decoded input only) → call the
+//! service → encode. Nothing else.
+//!
+//! Authority at the effect: a handler that writes after awaited preparation hands the service
+//! a [`Recheck`] (Ward asked again, with the first decision's policy generation) that is
+//! awaited immediately before the write; a handler whose only preparation is its decision
+//! writes right after it. Ownership: leases and closures are their principal's; another
+//! principal's is answered as not found unless Ward allows the caller the administrative
+//! action, asked only then and immediately before that write.
 
 mod convert;
 
@@ -9,6 +18,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_server::{Dispatcher, DispatcherServer};
+use lychd_runtime::auth::{Action, AuthError, Principal, Query};
 use lychd_runtime::server::ServeContext;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -17,7 +27,8 @@ use tonic::{Request, Response, Status};
 
 use crate::actions;
 use crate::error::DispatcherError;
-use crate::service::{LeaseOutcome, Prepared, Service};
+use crate::service::{LeaseOutcome, Recheck, Service};
+use crate::store::leases::Filter;
 
 pub struct DispatcherService {
     ctx: ServeContext,
@@ -77,47 +88,38 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
-        let object = match request
-            .get_ref()
-            .demand
-            .as_ref()
-            .map(|d| d.capability_key.as_str())
-        {
-            Some(k) if !k.is_empty() => format!("capability:{k}"),
-            _ => "capability:*".to_owned(),
-        };
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
-        let cmd = convert::lease_request(message, &self.service.settings.ttl);
+        let cmd = self
+            .decode_authenticated(&asking, |_| {
+                convert::lease_request(message, &self.service.settings.ttl)
+            })
+            .await?;
+        let object = match &cmd.demand.key {
+            Some(k) => format!("capability:{k}"),
+            None => "capability:*".to_owned(),
+        };
         // The read-only half overlaps the caller's authorization; its answer is used only
-        // once the caller is allowed (and an invalid request is refused only then).
+        // once the caller is allowed.
         let (principal, prepared) = tokio::join!(
             self.ctx.authorize(&asking, actions::LEASE, &object),
-            async {
-                match &cmd {
-                    Ok(c) => Some(self.service.prepare(&c.demand).await),
-                    Err(_) => None,
-                }
-            }
+            self.service.prepare(&cmd.demand)
         );
         let principal = principal?;
-        let cmd = cmd.map_err(err)?;
-        let outcome = match prepared.expect("invariant: a valid request was prepared") {
-            Ok(Prepared::Answered(outcome)) => outcome,
-            Ok(Prepared::Chosen { key, captured }) => self
-                .service
-                .issue(&principal.id, &cmd, key, captured)
-                .await
-                .map_err(err)?,
-            Err(e) => return Err(err(e)),
-        };
+        let prepared = prepared.map_err(err)?;
+        let recheck = self.recheck(&asking, actions::LEASE, object, Some(&principal));
+        let outcome = self
+            .service
+            .lease(&principal.id, &cmd, prepared, recheck)
+            .await
+            .map_err(err)?;
         use pb::lease_response::Outcome;
         let outcome = match outcome {
             LeaseOutcome::Granted(g) => Outcome::Granted(pb::Grant {
                 lease_id: g.lease_id.to_string(),
-                capability_key: g.capability.key_text.clone(),
-                animator: g.animator.name.clone(),
-                route: Some(convert::route(&g.animator, &g.capability)),
+                capability_key: g.capability_key.clone(),
+                animator: g.animator_name.clone(),
+                route: g.declared.as_ref().map(|(a, c)| convert::route(a, c)),
                 issued_at: Some(convert::ts(g.issued_at)),
                 expires_at: Some(convert::ts(g.expires_at)),
                 holder: g.holder.clone(),
@@ -161,14 +163,31 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
-        let object = format!("lease:{}", request.get_ref().lease_id);
-        self.ctx
-            .authorize(&request, actions::LEASE, &object)
+        let (id, holder, ttl) = self
+            .decode_authenticated(&request, |r| {
+                convert::renew_request(r.get_ref(), &self.service.settings.ttl)
+            })
             .await?;
-        let (id, holder, ttl) =
-            convert::renew_request(request.get_ref(), &self.service.settings.ttl).map_err(err)?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::LEASE, "lease:*")
+            .await?;
         let ttl = i32::try_from(ttl).unwrap_or(i32::MAX);
-        let lease = self.service.renew(id, &holder, ttl).await.map_err(err)?;
+        let renewed = match self
+            .service
+            .renew(id, &holder, ttl, Some(&principal.id))
+            .await
+        {
+            Err(DispatcherError::LeaseNotOwned)
+                if self
+                    .holds(&request, actions::LEASE_ADMIN, "lease:*", Some(&principal))
+                    .await? =>
+            {
+                self.service.renew(id, &holder, ttl, None).await
+            }
+            other => other,
+        };
+        let lease = renewed.map_err(err)?;
         Ok(Response::new(pb::RenewLeaseResponse {
             lease: Some(convert::lease_info(&lease)),
         }))
@@ -178,15 +197,44 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::ReleaseLeaseRequest>,
     ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
-        let object = format!("lease:{}", request.get_ref().lease_id);
-        self.ctx
-            .authorize(&request, actions::LEASE, &object)
+        let (id, holder) = self
+            .decode_authenticated(&request, |r| convert::release_request(r.get_ref()))
             .await?;
-        let (id, holder) = convert::release_request(request.get_ref()).map_err(err)?;
-        let (lease, already_over) = self.service.release(id, &holder).await.map_err(err)?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::LEASE, "lease:*")
+            .await?;
+        let released = match self.service.release(id, &holder, Some(&principal.id)).await {
+            Err(DispatcherError::LeaseNotOwned)
+                if self
+                    .holds(&request, actions::LEASE_ADMIN, "lease:*", Some(&principal))
+                    .await? =>
+            {
+                self.service.release(id, &holder, None).await
+            }
+            other => other,
+        };
+        let (lease, already_over) = released.map_err(err)?;
         Ok(Response::new(pb::ReleaseLeaseResponse {
             lease: Some(convert::lease_info(&lease)),
             already_over,
+        }))
+    }
+
+    async fn get_lease(
+        &self,
+        request: Request<pb::GetLeaseRequest>,
+    ) -> Result<Response<pb::GetLeaseResponse>, Status> {
+        let lookup = convert::get_request(request.get_ref()).map_err(err)?;
+        let (principal, all) = self.reader(&request).await?;
+        let owner = (!all).then_some(principal.id.as_str());
+        let lease = self
+            .service
+            .find_lease(lookup, &principal.id, owner)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::GetLeaseResponse {
+            lease: Some(convert::lease_info(&lease)),
         }))
     }
 
@@ -194,13 +242,9 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::ListLeasesRequest>,
     ) -> Result<Response<pb::ListLeasesResponse>, Status> {
-        self.ctx
-            .authorize(&request, actions::READ, "lease:*")
-            .await?;
-        let req = request.into_inner();
-        convert::animator_filter(&req.animators).map_err(err)?;
-        let page = req.page.unwrap_or_default();
-        let after = convert::page_token(&page.page_token).map_err(err)?;
+        let cmd = convert::list_request(request.get_ref()).map_err(err)?;
+        let (principal, all) = self.reader(&request).await?;
+        let page = request.get_ref().page.clone().unwrap_or_default();
         let size = match page.page_size {
             0 => PAGE_DEFAULT,
             n => n.min(PAGE_MAX),
@@ -208,9 +252,13 @@ impl Dispatcher for DispatcherService {
         let rows = self
             .service
             .list_leases(
-                &req.animators,
-                req.include_inactive,
-                after,
+                Filter {
+                    animators: &cmd.animators,
+                    include_inactive: cmd.include_inactive,
+                    owner: (!all).then_some(principal.id.as_str()),
+                    request_id: cmd.request_id.as_deref(),
+                },
+                cmd.after,
                 i64::from(size) + 1,
             )
             .await
@@ -235,23 +283,14 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::ObserveAnimatorsRequest>,
     ) -> Result<Response<pb::ObserveAnimatorsResponse>, Status> {
-        if request.get_ref().animators.is_empty() {
-            self.ctx
-                .authorize(&request, actions::OBSERVE, "animator:*")
-                .await?;
-        } else {
-            for a in &request.get_ref().animators {
-                self.ctx
-                    .authorize(&request, actions::OBSERVE, &format!("animator:{a}"))
-                    .await?;
-            }
-        }
         let names = convert::animators(
             &self.service.settings.registry,
             &request.get_ref().animators,
             true,
         )
         .map_err(err)?;
+        self.authorize_animators(&request, actions::OBSERVE, &names)
+            .await?;
         let observed = self.service.observe(&names).await.map_err(err)?;
         Ok(Response::new(pb::ObserveAnimatorsResponse {
             animators: observed
@@ -278,19 +317,20 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::CloseAdmissionRequest>,
     ) -> Result<Response<pb::CloseAdmissionResponse>, Status> {
-        let principal = self
-            .authorize_animators(&request, &request.get_ref().animators)
-            .await?;
         let (request_id, animators, reason) =
             convert::close_request(&self.service.settings.registry, request.get_ref())
                 .map_err(err)?;
+        let principal = self
+            .authorize_animators(&request, actions::ADMISSION, &animators)
+            .await?;
         let closed = self
             .service
             .close_admission(&request_id, &animators, &reason, &principal.id)
             .await
             .map_err(err)?;
         if !closed.replayed {
-            tracing::info!(closure = %closed.token, animators = ?animators, "admission closed");
+            tracing::info!(animators = ?animators, "admission closed");
+            tracing::debug!(closure = %closed.token, "admission closed");
         }
         Ok(Response::new(pb::CloseAdmissionResponse {
             closure_token: closed.token.to_string(),
@@ -303,14 +343,14 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::AwaitDrainRequest>,
     ) -> Result<Response<pb::AwaitDrainResponse>, Status> {
-        self.authorize_animators(&request, &request.get_ref().animators)
-            .await?;
         let (animators, wait_ms) = convert::drain_request(
             &self.service.settings.registry,
             request.get_ref(),
             self.service.settings.drain_wait_max_ms,
         )
         .map_err(err)?;
+        self.authorize_animators(&request, actions::ADMISSION, &animators)
+            .await?;
         let (drained, states) = self
             .service
             .await_drain(&animators, Duration::from_millis(u64::from(wait_ms)))
@@ -326,19 +366,45 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::ReopenAdmissionRequest>,
     ) -> Result<Response<pb::ReopenAdmissionResponse>, Status> {
-        let object = format!("closure:{}", request.get_ref().closure_token);
-        let principal = self
-            .ctx
-            .authorize(&request, actions::ADMISSION, &object)
-            .await?;
         let token = convert::closure_token(&request.get_ref().closure_token).map_err(err)?;
-        let reopened = self
+        // The closure's animators are the object (an unknown token: every animator, so a
+        // caller without admission authority learns nothing of which tokens exist).
+        let closure = self.service.closure(token).await.map_err(err)?;
+        let animators = closure
+            .as_ref()
+            .map(|c| c.animators.clone())
+            .unwrap_or_default();
+        let principal = self
+            .authorize_animators(&request, actions::ADMISSION, &animators)
+            .await?;
+        if closure.is_none() {
+            return Err(err(DispatcherError::ClosureNotFound));
+        }
+        let reopened = match self
             .service
-            .reopen_admission(token, &principal.id)
+            .reopen_admission(token, &principal.id, Some(&principal.id))
             .await
-            .map_err(err)?;
+        {
+            Err(DispatcherError::ClosureNotOwned)
+                if self
+                    .holds(
+                        &request,
+                        actions::ADMISSION_ADMIN,
+                        "closure:*",
+                        Some(&principal),
+                    )
+                    .await? =>
+            {
+                self.service
+                    .reopen_admission(token, &principal.id, None)
+                    .await
+            }
+            other => other,
+        };
+        let reopened = reopened.map_err(err)?;
         if !reopened.already_reopened {
-            tracing::info!(closure = %token, "admission reopened");
+            tracing::info!(animators = ?animators, "admission reopened");
+            tracing::debug!(closure = %token, "admission reopened");
         }
         Ok(Response::new(pb::ReopenAdmissionResponse {
             admission: reopened.states.iter().map(convert::admission).collect(),
@@ -353,44 +419,158 @@ impl Dispatcher for DispatcherService {
         &self,
         request: Request<pb::WatchDispatchEventsRequest>,
     ) -> Result<Response<Self::WatchDispatchEventsStream>, Status> {
-        self.ctx
-            .authorize(&request, actions::READ, "event:*")
-            .await?;
-        let req = request.into_inner();
-        let after = i64::try_from(req.after_sequence).map_err(|_| {
+        let after = i64::try_from(request.get_ref().after_sequence).map_err(|_| {
             err(DispatcherError::invalid(
                 "after_sequence",
                 crate::error::reasons::SEQUENCE_OUT_OF_RANGE,
                 "is beyond any sequence",
             ))
         })?;
+        self.ctx
+            .authorize(&request, actions::READ, "event:*")
+            .await?;
+        let place = self
+            .service
+            .stream_place()
+            .ok_or_else(|| err(DispatcherError::StreamLimit))?;
+        let follow = request.get_ref().follow;
+        // The stream's authority is asked for again while it is open: still allowed to read
+        // (whatever else changed in the caller's policy meanwhile).
+        let recheck = self.recheck(&request, actions::READ, "event:*".to_owned(), None);
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let service = self.service.clone();
-        tokio::spawn(async move { service.watch_events(after, req.follow, tx).await });
+        tokio::spawn(async move {
+            service
+                .watch_events(after, follow, tx, recheck, place)
+                .await
+        });
         let events = ReceiverStream::new(rx).map(|e| e.map(|r| convert::event(&r)).map_err(err));
         Ok(Response::new(Box::pin(events)))
     }
 }
 
 impl DispatcherService {
-    /// `dispatcher:admission` on every named animator (or `animator:*` when none is named, so
-    /// an empty request is refused for authority before it is refused as bad input).
+    /// Decode with `decode`; on bad input, authenticate the caller first, so a junk or
+    /// missing session is `UNAUTHENTICATED` whatever else is wrong. For the self-authenticating
+    /// lease methods (their decision authenticates a well-formed request; a bad one is rare and
+    /// may take the extra question). Ward is never asked about an object built from bad input.
+    async fn decode_authenticated<T, C>(
+        &self,
+        request: &Request<T>,
+        decode: impl FnOnce(&Request<T>) -> Result<C, DispatcherError>,
+    ) -> Result<C, Status> {
+        match decode(request) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                self.ctx.authorizer.authenticate(request).await?;
+                Err(err(e))
+            }
+        }
+    }
+
+    /// Ward asked again, later, whether the caller of `request` may still do `action` on
+    /// `object`: with `first`'s policy generation when given (an effect prepared under that
+    /// decision), or whatever the caller's policy now (a stream's standing authority).
+    fn recheck<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        object: String,
+        first: Option<&Principal>,
+    ) -> Recheck {
+        let authorizer = self.ctx.authorizer.clone();
+        let metadata = request.metadata().clone();
+        let generation = first.map(|p| p.policy_generation);
+        Arc::new(move || {
+            let authorizer = authorizer.clone();
+            let asking = Request::from_parts(metadata.clone(), tonic::Extensions::default(), ());
+            let object = object.clone();
+            Box::pin(async move {
+                authorizer
+                    .authorize_for(&asking, action, &object, action.verb(), generation)
+                    .await
+                    .map(|_| ())
+                    .map_err(|refused| DispatcherError::Refused(Box::new(refused)))
+            })
+        })
+    }
+
+    /// Does the caller hold `action` on `object` (with `first`'s policy generation)? A denial
+    /// is an answer here, not a refusal (and is not logged as one); a session that
+    /// authenticates nobody, or Ward unreachable, is the refusal.
+    async fn holds<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        object: &str,
+        first: Option<&Principal>,
+    ) -> Result<bool, Status> {
+        Ok(self
+            .decision(request, action, object, first)
+            .await?
+            .is_some())
+    }
+
+    async fn decision<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        object: &str,
+        first: Option<&Principal>,
+    ) -> Result<Option<Principal>, Status> {
+        let token = lychd_runtime::auth::bearer(request)?;
+        let decision = self
+            .ctx
+            .authorizer
+            .verifier()
+            .authorize(&Query {
+                token,
+                action: action.name,
+                object,
+                audience: self.ctx.office.name(),
+                purpose: action.verb(),
+                expected_policy_generation: first.map(|p| p.policy_generation),
+            })
+            .await
+            .map_err(AuthError::into_status)?;
+        if decision.allowed {
+            return Ok(decision.principal);
+        }
+        if lychd_runtime::auth::is_authentication_reason(&decision.reason) {
+            return decision.into_principal(action.name, object).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// A reader of leases: `dispatcher:read` on `lease:*`, and whether it may see every
+    /// principal's (`dispatcher:read_all` on `lease:*`), asked together.
+    async fn reader<T>(&self, request: &Request<T>) -> Result<(Principal, bool), Status> {
+        let (principal, all) = tokio::join!(
+            self.ctx.authorize(request, actions::READ, "lease:*"),
+            self.decision(request, actions::READ_ALL, "lease:*", None)
+        );
+        Ok((principal?, all?.is_some()))
+    }
+
+    /// `action` on the (decoded, distinct) `animators`: one decision on `animator:*` first,
+    /// and one per animator only when that is denied (all of them when none is named).
     async fn authorize_animators<T>(
         &self,
         request: &Request<T>,
+        action: Action,
         animators: &[String],
-    ) -> Result<lychd_runtime::auth::Principal, Status> {
+    ) -> Result<Principal, Status> {
         if animators.is_empty() {
-            return self
-                .ctx
-                .authorize(request, actions::ADMISSION, "animator:*")
-                .await;
+            return self.ctx.authorize(request, action, "animator:*").await;
+        }
+        if let Some(principal) = self.decision(request, action, "animator:*", None).await? {
+            return Ok(principal);
         }
         let mut principal = None;
         for a in animators {
             principal = Some(
                 self.ctx
-                    .authorize(request, actions::ADMISSION, &format!("animator:{a}"))
+                    .authorize(request, action, &format!("animator:{a}"))
                     .await?,
             );
         }

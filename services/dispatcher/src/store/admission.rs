@@ -1,4 +1,6 @@
-//! Per-animator lease admission: counted closures, generations, drain accounting.
+//! Per-animator lease admission: counted closures, generations, drain accounting. A closure
+//! belongs to the principal that closed it (`closed_by`): its request id is that principal's
+//! own, and only it (or an administrator) reopens it.
 //!
 //! Lock order everywhere: `admission` rows (in animator-name order) before `closures` rows
 //! before `leases` rows. A lease registration takes its animator's admission row FOR SHARE, a
@@ -63,7 +65,8 @@ pub struct Closed {
     pub replayed: bool,
 }
 
-/// Close admission on `animators` (sorted, distinct, declared).
+/// Close admission on `animators` (sorted, distinct, declared) for `principal`; its
+/// `request_id` replays only `principal`'s own closure.
 pub async fn close(
     pool: &PgPool,
     request_id: &str,
@@ -88,8 +91,9 @@ pub async fn close(
     let existing = sqlx::query(
         "SELECT c.token, array_agg(ca.animator ORDER BY ca.animator) AS animators
            FROM closures c JOIN closure_animators ca USING (token)
-          WHERE c.request_id = $1 GROUP BY c.token",
+          WHERE c.closed_by = $1 AND c.request_id = $2 GROUP BY c.token",
     )
+    .bind(principal)
     .bind(request_id)
     .fetch_optional(&mut *tx)
     .await?;
@@ -118,8 +122,8 @@ pub async fn close(
     .execute(&mut *tx)
     .await;
     if let Err(e) = inserted {
-        // The same request id closing a disjoint set concurrently.
-        if is_unique_violation(&e, "closures_request_id_key") {
+        // The same principal's request id closing a disjoint set concurrently.
+        if is_unique_violation(&e, "closures_request_key") {
             return Err(DispatcherError::ClosureRequestConflict);
         }
         return Err(e.into());
@@ -153,8 +157,41 @@ pub struct Reopened {
     pub already_reopened: bool,
 }
 
-/// Reopen the closure `token`.
-pub async fn reopen(pool: &PgPool, token: Uuid, principal: &str) -> Result<Reopened> {
+/// A closure as recorded: the animators it names (sorted) and who closed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closure {
+    pub animators: Vec<String>,
+    pub closed_by: String,
+}
+
+/// The closure `token`, if there is one (READ COMMITTED, no locks: membership and closer never
+/// change).
+pub async fn closure(pool: &PgPool, token: Uuid) -> Result<Option<Closure>> {
+    let r = sqlx::query(
+        "SELECT c.closed_by, array_agg(ca.animator ORDER BY ca.animator) AS animators
+           FROM closures c JOIN closure_animators ca USING (token)
+          WHERE c.token = $1 GROUP BY c.token",
+    )
+    .bind(token)
+    .fetch_optional(pool)
+    .await?;
+    match r {
+        None => Ok(None),
+        Some(r) => Ok(Some(Closure {
+            animators: r.try_get("animators")?,
+            closed_by: r.try_get("closed_by")?,
+        })),
+    }
+}
+
+/// Reopen the closure `token` as `principal`, if `owner` closed it (`None`: whoever did);
+/// another principal's closure is [`DispatcherError::ClosureNotOwned`].
+pub async fn reopen(
+    pool: &PgPool,
+    token: Uuid,
+    principal: &str,
+    owner: Option<&str>,
+) -> Result<Reopened> {
     // READ COMMITTED. Lock order as in `close`: admission rows FOR UPDATE in name order, then
     // the closure row FOR UPDATE (its membership never changes, so reading it first is safe).
     let mut tx = pool.begin().await?;
@@ -171,12 +208,15 @@ pub async fn reopen(pool: &PgPool, token: Uuid, principal: &str) -> Result<Reope
         .bind(&animators)
         .execute(&mut *tx)
         .await?;
-    let reopened: bool = sqlx::query_scalar(
-        "SELECT reopened_at IS NOT NULL FROM closures WHERE token = $1 FOR UPDATE",
+    let (reopened, closed_by): (bool, String) = sqlx::query_as(
+        "SELECT reopened_at IS NOT NULL, closed_by FROM closures WHERE token = $1 FOR UPDATE",
     )
     .bind(token)
     .fetch_one(&mut *tx)
     .await?;
+    if owner.is_some_and(|o| o != closed_by) {
+        return Err(DispatcherError::ClosureNotOwned);
+    }
     if reopened {
         let states = states(&mut *tx, &animators).await?;
         tx.commit().await?;

@@ -51,6 +51,15 @@ async fn every_rpc(c: &mut Client) -> Vec<(&'static str, Code)> {
             ),
         ),
         (
+            "GetLease",
+            code(
+                c.get_lease(pb::GetLeaseRequest {
+                    lookup: Some(pb::get_lease_request::Lookup::LeaseId(id.clone())),
+                })
+                .await,
+            ),
+        ),
+        (
             "ListLeases",
             code(c.list_leases(pb::ListLeasesRequest::default()).await),
         ),
@@ -134,7 +143,7 @@ async fn every_rpc_is_refused_without_a_credential_or_the_authority() {
         assert_eq!(code, Code::Unauthenticated, "{rpc} without a credential");
         checked += 1;
     }
-    assert_eq!(checked, 11, "every RPC of the service");
+    assert_eq!(checked, 12, "every RPC of the service");
 
     // A bearer Ward does not know (well-formed or not): refused as unauthenticated, whether
     // the layer or the handler's own authorization asks Ward.

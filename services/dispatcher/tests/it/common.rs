@@ -33,15 +33,23 @@ pub const TESTER_ACTIONS: &[(&str, &str)] = &[
     ("dispatcher:observe", "animator:*"),
 ];
 
+/// What `lychd dev` gives the Orchestrator's service principal (no `closure:*`: reopening is
+/// authorized on the closure's animators).
 const ORCHESTRATOR_ACTIONS: &[(&str, &str)] = &[
     ("dispatcher:admission", "animator:*"),
-    ("dispatcher:admission", "closure:*"),
     ("dispatcher:observe", "animator:*"),
 ];
 
 /// Spawn with `office` as the `[office]` TOML section body (without the `[office]` header).
 pub async fn stack(office: &str) -> Stack {
-    let table: toml::Table = toml::from_str(office).expect("test registry is TOML");
+    stack_with(office, "").await
+}
+
+/// [`stack`] with more `[office]` settings (`knobs`, e.g. `stream_limit = 2`) before the
+/// registry.
+pub async fn stack_with(office: &str, knobs: &str) -> Stack {
+    let table: toml::Table =
+        toml::from_str(&format!("{knobs}\n{office}")).expect("test registry is TOML");
     let spawned = spawn_office_with(lychd_dispatcher::spec(), move |cfg| {
         cfg.office = table;
     })
@@ -162,10 +170,109 @@ pub fn request(demand: pb::Demand) -> pb::LeaseRequest {
         attempt_id: "1".into(),
         priority: 50,
         ttl_seconds: 0,
+        request_id: String::new(),
     }
 }
 
 pub type Outcome = pb::lease_response::Outcome;
+
+pub type Ward = lychd_proto::ward::v1::ward_client::WardClient<PeerChannel>;
+
+/// Another principal with `grants` (action, object) at the Dispatcher: its id, session token
+/// and a client presenting it.
+pub async fn principal(s: &Stack, name: &str, grants: &[(&str, &str)]) -> (String, String, Client) {
+    let (id, token) = s.spawned.principal(PrincipalKind::Human, name).await;
+    let mut admin = s.spawned.admin.clone();
+    for (action, object) in grants {
+        let verb = action.split_once(':').map(|(_, v)| v).unwrap_or(action);
+        admin
+            .ensure_assignment(&id, action, object, "dispatcher", verb)
+            .await
+            .expect("assign");
+    }
+    let client = DispatcherClient::new(s.spawned.channel_with(&token));
+    (id, token, client)
+}
+
+/// Grant `principal_id` one more action at the Dispatcher.
+pub async fn grant(s: &Stack, principal_id: &str, action: &str, object: &str) {
+    let verb = action.split_once(':').map(|(_, v)| v).unwrap_or(action);
+    s.spawned
+        .admin
+        .clone()
+        .ensure_assignment(principal_id, action, object, "dispatcher", verb)
+        .await
+        .expect("assign");
+}
+
+/// A Ward client of a principal allowed to administer Ward (revoke, unassign) and to resolve
+/// tokens presented to the Dispatcher (its session is bound to Ward).
+pub async fn warden(s: &Stack) -> Ward {
+    let (id, token) = s
+        .spawned
+        .principal_at(PrincipalKind::Human, "warden", &["ward"])
+        .await;
+    let mut admin = s.spawned.admin.clone();
+    admin
+        .ensure_assignment(&id, "ward:administer", "principal:*", "ward", "administer")
+        .await
+        .expect("assign ward:administer");
+    admin
+        .ensure_assignment(&id, "ward:decide", "decision:dispatcher", "ward", "decide")
+        .await
+        .expect("assign ward:decide");
+    Ward::new(lychd_testkit::channel_with(
+        &s.spawned.ward_endpoint(),
+        &token,
+    ))
+}
+
+/// Revoke the session `token` (Ward's `Revoke` by session id).
+pub async fn revoke_session(warden: &mut Ward, token: &str) {
+    use lychd_proto::ward::v1::authenticate_response::Result as Resolved;
+    let own = warden
+        .authenticate(lychd_proto::ward::v1::AuthenticateRequest {
+            token: token.to_owned(),
+            audience: "dispatcher".into(),
+        })
+        .await
+        .expect("the warden resolves a token presented to the dispatcher")
+        .into_inner();
+    let Some(Resolved::Authenticated(a)) = own.result else {
+        panic!("token did not resolve: {own:?}");
+    };
+    warden
+        .revoke(lychd_proto::ward::v1::RevokeRequest {
+            target: Some(lychd_proto::ward::v1::revoke_request::Target::SessionId(
+                a.session_id,
+            )),
+        })
+        .await
+        .expect("revoke session");
+}
+
+/// Withdraw `principal_id`'s assignment of `action` on `object`.
+pub async fn unassign(warden: &mut Ward, principal_id: &str, action: &str, object: &str) {
+    let assignments = warden
+        .list_assignments(lychd_proto::ward::v1::ListAssignmentsRequest {
+            principal_id: principal_id.to_owned(),
+            page: None,
+        })
+        .await
+        .expect("list assignments")
+        .into_inner()
+        .assignments;
+    let a = assignments
+        .iter()
+        .find(|a| a.action == action && a.object == object)
+        .expect("the assignment");
+    warden
+        .unassign(lychd_proto::ward::v1::UnassignRequest {
+            assignment_id: a.id.clone(),
+        })
+        .await
+        .expect("unassign");
+}
 
 pub async fn lease(c: &mut Client, demand: pb::Demand) -> Outcome {
     lease_req(c, request(demand)).await
@@ -219,9 +326,8 @@ pub fn fields(s: &tonic::Status) -> Vec<String> {
 
 pub async fn leases(c: &mut Client, include_inactive: bool) -> Vec<pb::LeaseInfo> {
     c.list_leases(pb::ListLeasesRequest {
-        animators: vec![],
         include_inactive,
-        page: None,
+        ..Default::default()
     })
     .await
     .expect("list leases")

@@ -2,6 +2,7 @@
 //! nothing changed.
 
 use lychd_proto::dispatcher::v1 as pb;
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
 use lychd_testkit::simllama::SimLlama;
 use tonic::Code;
 
@@ -219,5 +220,219 @@ async fn bad_admission_and_lease_management_requests_are_refused() {
     assert_eq!(reason(&err), "ANIMATOR_INVALID");
     // Nothing was closed.
     granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
+    s.spawned.stop().await;
+}
+
+/// Each bad input the issue found answered `UNAVAILABLE` (an object for Ward built from it):
+/// refused `INVALID_ARGUMENT` with its field before Ward is asked about any object, and with a
+/// junk session refused `UNAUTHENTICATED` whatever the input.
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_invalid_argument_and_a_junk_session_is_unauthenticated_first() {
+    let sim = SimLlama::serving("m").await;
+    let s = stack(
+        &(animator("gpu0", &sim.endpoint(), "dedicated = true")
+            + &capability("gpu0", "chat", "m", "")),
+    )
+    .await;
+    s.spawned.allow("dispatcher:admission", "animator:*").await;
+
+    type Call = Box<
+        dyn Fn(Client) -> futures::future::BoxFuture<'static, Result<(), tonic::Status>>
+            + Send
+            + Sync,
+    >;
+    fn call<F, Fut>(f: F) -> Call
+    where
+        F: Fn(Client) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<(), tonic::Status>> + Send + 'static,
+    {
+        Box::new(move |c| Box::pin(f(c)))
+    }
+    let long_key = format!("{}:chat:{}", "a".repeat(64), "m".repeat(64));
+    let cases: Vec<(&str, &str, &str, Call)> = vec![
+        (
+            "lease, a key with a space",
+            "CAPABILITY_KEY_MALFORMED",
+            "demand.capability_key",
+            call(|mut c| async move {
+                c.lease(request(exact("gpu0:chat:has space")))
+                    .await
+                    .map(|_| ())
+            }),
+        ),
+        (
+            "lease, a key of 130 characters",
+            "CAPABILITY_KEY_MALFORMED",
+            "demand.capability_key",
+            call(move |mut c| {
+                let k = long_key.clone();
+                async move { c.lease(request(exact(&k))).await.map(|_| ()) }
+            }),
+        ),
+        (
+            "lease, a request id with a control character",
+            "REQUEST_ID_INVALID",
+            "request_id",
+            call(|mut c| async move {
+                c.lease(pb::LeaseRequest {
+                    request_id: "a\u{7}".into(),
+                    ..request(exact("gpu0:chat:m"))
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "renew, an empty lease id",
+            "LEASE_ID_MALFORMED",
+            "lease_id",
+            call(|mut c| async move {
+                c.renew_lease(pb::RenewLeaseRequest {
+                    lease_id: String::new(),
+                    holder: "h".into(),
+                    ttl_seconds: 0,
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "release, an empty lease id",
+            "LEASE_ID_MALFORMED",
+            "lease_id",
+            call(|mut c| async move {
+                c.release_lease(pb::ReleaseLeaseRequest {
+                    lease_id: String::new(),
+                    holder: "h".into(),
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "get, no lookup",
+            "LEASE_LOOKUP_MISSING",
+            "lookup",
+            call(|mut c| async move {
+                c.get_lease(pb::GetLeaseRequest { lookup: None })
+                    .await
+                    .map(|_| ())
+            }),
+        ),
+        (
+            "get, an empty lease id",
+            "LEASE_ID_MALFORMED",
+            "lease_id",
+            call(|mut c| async move {
+                c.get_lease(pb::GetLeaseRequest {
+                    lookup: Some(pb::get_lease_request::Lookup::LeaseId(String::new())),
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "reopen, an empty closure token",
+            "CLOSURE_TOKEN_MALFORMED",
+            "closure_token",
+            call(|mut c| async move {
+                c.reopen_admission(pb::ReopenAdmissionRequest {
+                    closure_token: String::new(),
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "observe, an animator named `Bad Name`",
+            "ANIMATOR_INVALID",
+            "animators[0]",
+            call(|mut c| async move {
+                c.observe_animators(pb::ObserveAnimatorsRequest {
+                    animators: vec!["Bad Name".into()],
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "close, an animator named `Bad Name`",
+            "ANIMATOR_INVALID",
+            "animators[0]",
+            call(|mut c| async move {
+                c.close_admission(pb::CloseAdmissionRequest {
+                    request_id: "r".into(),
+                    animators: vec!["Bad Name".into()],
+                    reason: "r".into(),
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "drain, an animator named `Bad Name`",
+            "ANIMATOR_INVALID",
+            "animators[0]",
+            call(|mut c| async move {
+                c.await_drain(pb::AwaitDrainRequest {
+                    animators: vec!["Bad Name".into()],
+                    wait_ms: 0,
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+        (
+            "list, an animator named `Bad Name`",
+            "ANIMATOR_INVALID",
+            "animators[0]",
+            call(|mut c| async move {
+                c.list_leases(pb::ListLeasesRequest {
+                    animators: vec!["Bad Name".into()],
+                    ..Default::default()
+                })
+                .await
+                .map(|_| ())
+            }),
+        ),
+    ];
+    let junk = DispatcherClient::new(s.spawned.channel_with("junk"));
+    for (what, want_reason, want_field, call) in &cases {
+        let err = call(s.client.clone()).await.expect_err(what);
+        assert_eq!(err.code(), Code::InvalidArgument, "{what}: {err:?}");
+        assert_eq!(reason(&err), *want_reason, "{what}");
+        assert_eq!(fields(&err), [*want_field], "{what}");
+        let err = call(junk.clone()).await.expect_err(what);
+        assert_eq!(
+            err.code(),
+            Code::Unauthenticated,
+            "{what} with a junk session: {err:?}"
+        );
+    }
+    assert_eq!(sim.requests(), 0, "nothing probed");
+    s.spawned.stop().await;
+}
+
+/// The longest key the registry accepts is one Ward decides on and an operator can assign.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_longest_key_the_registry_accepts_can_be_assigned_and_leased() {
+    let sim = SimLlama::serving(&"m".repeat(58)).await;
+    let animator_name = "a".repeat(64);
+    let key = format!("{animator_name}:chat:{}", "m".repeat(58));
+    assert_eq!(key.len(), 128);
+    let s = stack(
+        &(animator(&animator_name, &sim.endpoint(), "dedicated = true")
+            + &capability(&animator_name, "chat", &"m".repeat(58), "")),
+    )
+    .await;
+    // Exactly this capability, assigned by the operator (Ward's grammar takes the object).
+    let (_, _, mut worker) = crate::common::principal(
+        &s,
+        "worker",
+        &[("dispatcher:lease", &format!("capability:{key}"))],
+    )
+    .await;
+    let g = granted(lease(&mut worker, exact(&key)).await);
+    assert_eq!(g.capability_key, key);
     s.spawned.stop().await;
 }

@@ -133,6 +133,7 @@ async fn list_leases_pages_newest_first() {
                     page_size: 2,
                     page_token: token.clone(),
                 }),
+                ..Default::default()
             })
             .await
             .expect("page")
@@ -155,6 +156,7 @@ async fn list_leases_pages_newest_first() {
                 page_size: 2,
                 page_token: "garbage".into(),
             }),
+            ..Default::default()
         })
         .await
         .expect_err("bad token");
