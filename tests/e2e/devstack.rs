@@ -116,6 +116,7 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &endpoints["dispatcher"],
         &tokens[&Office::Dispatcher],
     );
+    orchestrator_closes_drains_and_reopens_with_its_own_credential(&endpoints, state.path());
 
     let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
@@ -216,6 +217,70 @@ fn a_token_is_refused_at_any_office_but_its_own(
             "{method}: {answer}"
         );
     }
+}
+
+/// The Orchestrator's service principal, with the credential `lychd dev` wrote for it (its
+/// session exchanged over grpcurl as an operator would): close admission on the simulated
+/// animator, wait for the drain, reopen it — then the operator leases again.
+fn orchestrator_closes_drains_and_reopens_with_its_own_credential(
+    endpoints: &BTreeMap<String, String>,
+    state: &std::path::Path,
+) {
+    let credential = std::fs::read_to_string(state.join("dev/credentials/orchestrator.credential"))
+        .expect("the orchestrator's credential");
+    let exchanged = grpcurl(&[
+        "-plaintext",
+        "-H",
+        &format!("authorization: Bearer {}", credential.trim()),
+        "-d",
+        r#"{"audiences": ["dispatcher"]}"#,
+        &endpoints["ward"],
+        "lychd.ward.v1.Ward/ExchangeCredential",
+    ]);
+    assert!(
+        exchanged.status.success(),
+        "exchange: {}",
+        text(&exchanged.stderr)
+    );
+    let session: serde_json::Value =
+        serde_json::from_slice(&exchanged.stdout).expect("grpcurl prints JSON");
+    let token = session["sessionToken"].as_str().expect("a session token");
+    let bearer = format!("authorization: Bearer {token}");
+    let call = |method: &str, body: &str| -> serde_json::Value {
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            &endpoints["dispatcher"],
+            &format!("lychd.dispatcher.v1.Dispatcher/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method} as the orchestrator: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let closed = call(
+        "CloseAdmission",
+        r#"{"request_id": "transition-1", "animators": ["sim0"], "reason": "e2e transition"}"#,
+    );
+    let token = closed["closureToken"].as_str().expect("a closure token");
+    assert_eq!(closed["admission"][0]["openClosures"], 1, "{closed}");
+    let drained = call("AwaitDrain", r#"{"animators": ["sim0"], "wait_ms": 2000}"#);
+    assert_eq!(drained["drained"], true, "{drained}");
+    let reopened = call(
+        "ReopenAdmission",
+        &format!(r#"{{"closure_token": "{token}"}}"#),
+    );
+    assert!(
+        reopened["admission"][0].get("openClosures").is_none(),
+        "open again: {reopened}"
+    );
+    assert!(reopened.get("alreadyReopened").is_none(), "{reopened}");
 }
 
 /// As an operator would: with the dev session, list the capabilities, lease the simulated

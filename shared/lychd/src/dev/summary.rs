@@ -51,7 +51,7 @@ pub(super) fn summary(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"include_peers\": true}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Describe"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\", \"request_id\": \"try-1\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
         ),
         String::new(),
         "Ctrl-C stops everything.".into(),
