@@ -571,13 +571,18 @@ mod tests {
         }
     }
 
-    fn reasons(r: pb::LeaseRequest) -> Vec<(String, &'static str)> {
-        match lease_request(r, &TTL) {
+    /// The (field, reason) of each violation of a decode that must have been refused.
+    fn violations<T: std::fmt::Debug>(decoded: Decoded<T>) -> Vec<(String, &'static str)> {
+        match decoded {
             Err(DispatcherError::InvalidArgument(v)) => {
                 v.iter().map(|v| (v.field.clone(), v.reason.name)).collect()
             }
             other => panic!("expected invalid, got {other:?}"),
         }
+    }
+
+    fn reasons(r: pb::LeaseRequest) -> Vec<(String, &'static str)> {
+        violations(lease_request(r, &TTL))
     }
 
     #[test]
@@ -631,16 +636,10 @@ mod tests {
     fn animator_lists_are_bounded_before_any_name_is_looked_at() {
         let reg = Registry::default();
         let names: Vec<String> = (0..10_000).map(|i| format!("Bad Name {i}")).collect();
-        match animators(&reg, &names, true) {
-            Err(DispatcherError::InvalidArgument(v)) => {
-                let got: Vec<_> = v
-                    .iter()
-                    .map(|v| (v.field.as_str(), v.reason.name))
-                    .collect();
-                assert_eq!(got, [("animators", "ANIMATORS_TOO_MANY")]);
-            }
-            other => panic!("expected invalid, got {other:?}"),
-        }
+        assert_eq!(
+            violations(animators(&reg, &names, true)),
+            [("animators".to_owned(), "ANIMATORS_TOO_MANY")]
+        );
         let filter = pb::ListLeasesRequest {
             animators: names,
             ..Default::default()
@@ -656,16 +655,10 @@ mod tests {
             animators: names,
             ..Default::default()
         };
-        match list_request(&filter) {
-            Err(DispatcherError::InvalidArgument(v)) => {
-                let got: Vec<_> = v
-                    .iter()
-                    .map(|v| (v.field.as_str(), v.reason.name))
-                    .collect();
-                assert_eq!(got, [("animators[7]", "ANIMATOR_INVALID")]);
-            }
-            other => panic!("expected invalid, got {other:?}"),
-        }
+        assert_eq!(
+            violations(list_request(&filter)),
+            [("animators[7]".to_owned(), "ANIMATOR_INVALID")]
+        );
     }
 
     #[test]

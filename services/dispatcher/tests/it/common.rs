@@ -335,6 +335,16 @@ pub async fn leases(c: &mut Client, include_inactive: bool) -> Vec<pb::LeaseInfo
     .leases
 }
 
+/// The next event of a follow stream, within 5 s.
+pub async fn next_event(stream: &mut tonic::Streaming<pb::DispatchEvent>) -> pb::DispatchEvent {
+    use tokio_stream::StreamExt;
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+        .await
+        .expect("event in time")
+        .expect("open")
+        .expect("ok")
+}
+
 pub async fn events(c: &mut Client) -> Vec<pb::DispatchEvent> {
     use tokio_stream::StreamExt;
     let mut s = c

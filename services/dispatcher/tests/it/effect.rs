@@ -145,11 +145,7 @@ async fn watching() -> (
         .expect("watch")
         .into_inner();
     let g = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .expect("event in time")
-        .expect("open")
-        .expect("ok");
+    let first = next_event(&mut stream).await;
     assert_eq!(first.lease_id, g.lease_id);
     (sim, s, id, token, stream)
 }

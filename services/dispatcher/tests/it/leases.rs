@@ -177,11 +177,7 @@ async fn dispatch_events_follow_admitted_leases_only() {
         .expect("watch")
         .into_inner();
     let g1 = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
-    let e1 = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .expect("event in time")
-        .expect("open")
-        .expect("ok");
+    let e1 = next_event(&mut stream).await;
     assert_eq!(e1.lease_id, g1.lease_id);
     // Refused issues emit nothing.
     let closed = close(&mut s.orchestrator, "t", &["gpu0"]).await;
@@ -191,11 +187,7 @@ async fn dispatch_events_follow_admitted_leases_only() {
     transition(lease(&mut s.client, exact("gpu0:chat:m")).await);
     sim.set_models(vec![lychd_testkit::simllama::SimModel::served("m")]);
     let g2 = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
-    let e2 = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .expect("event in time")
-        .expect("open")
-        .expect("ok");
+    let e2 = next_event(&mut stream).await;
     assert_eq!(e2.lease_id, g2.lease_id);
     assert!(e2.sequence > e1.sequence);
     drop(stream);

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_testkit::simllama::SimLlama;
 use sqlx::Row;
-use tokio_stream::StreamExt;
 use tonic::Code;
 
 use crate::common::*;
@@ -178,11 +177,7 @@ async fn open_streams_are_limited_and_a_closed_one_frees_its_place() {
     // Both open streams deliver.
     let g = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
     for stream in [&mut second, &mut third] {
-        let e = tokio::time::timeout(Duration::from_secs(5), stream.next())
-            .await
-            .expect("event in time")
-            .expect("open")
-            .expect("ok");
+        let e = next_event(stream).await;
         assert_eq!(e.lease_id, g.lease_id);
     }
     drop(second);
