@@ -7,6 +7,7 @@
 //! on `decision:*`. Authorization comes before decoding, so a caller without authority learns
 //! nothing about its input.
 
+mod consent;
 mod convert;
 
 use futures::future::BoxFuture;
@@ -20,6 +21,8 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::actions;
+use crate::config::Settings;
+use crate::domain::consent::censor;
 use crate::domain::decision::Reason;
 use crate::domain::paging;
 use crate::error::{DOMAIN, WardError};
@@ -41,6 +44,7 @@ pub struct WardService {
     log: DecisionLog,
     /// Counts of refusals of callers and tokens that authenticate nobody.
     strangers: Tally,
+    settings: Settings,
 }
 
 /// Where a call came from, as refusals are counted: the peer's IP address.
@@ -94,6 +98,39 @@ impl WardService {
     fn pool(&self) -> &sqlx::PgPool {
         &self.ctx.pool
     }
+
+    /// The caller must hold `action` on the effect owner of consent `id` (asked immediately
+    /// before the change): its principal id. An unknown consent is not found.
+    async fn on_consent<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        id: Uuid,
+    ) -> Result<Uuid, Status> {
+        let owner = store::consents::owner_of(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Consent))?;
+        let principal = self
+            .ctx
+            .authorize(request, action, &effect_object(&owner))
+            .await?;
+        principal_uuid(&principal)
+    }
+}
+
+/// What a reviewer holds: every consent.
+const CONSENTS: &str = "consent:*";
+
+/// The object of an effect's consents: its owner.
+fn effect_object(owner: &str) -> String {
+    format!("effect:{owner}")
+}
+
+fn principal_uuid(p: &lychd_runtime::auth::Principal) -> Result<Uuid, Status> {
+    Uuid::try_parse(&p.id).map_err(|_| {
+        tracing::error!("ward resolved a principal whose id is not a uuid");
+        crate::error::REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)
+    })
 }
 
 /// The object an asker must hold `ward:decide` on to ask about a token presented to
@@ -404,14 +441,143 @@ impl Ward for WardService {
     ) -> Result<Response<pb::ListAuditResponse>, Status> {
         self.authorize(&request, ADMINISTER).await?;
         let (size, token) = convert::page(request.get_ref().page.as_ref());
-        let before =
-            paging::seq_before(token).map_err(|d| WardError::invalid("page.page_token", d))?;
+        let before = paging::seq_before(paging::List::Audit, token)
+            .map_err(|d| WardError::invalid("page.page_token", d))?;
         // Every decision answered and every refusal counted before this listing is in it.
         self.log.flush().await?;
         self.strangers.flush().await?;
         let page = store::audit::list(self.pool(), size, before).await?;
         Ok(Response::new(pb::ListAuditResponse {
             events: page.items.iter().map(convert::audit_event).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn propose_effect(
+        &self,
+        request: Request<pb::ProposeEffectRequest>,
+    ) -> Result<Response<pb::ProposeEffectResponse>, Status> {
+        let proposal = consent::proposal(request.get_ref())?;
+        let principal = self
+            .ctx
+            .authorize(
+                &request,
+                actions::PROPOSE,
+                &effect_object(&proposal.effect_owner),
+            )
+            .await?;
+        let requested_by = principal_uuid(&principal)?;
+        let censored = lychd_helmloop::to_canonical_string(&censor(&proposal.arguments));
+        let digests = crate::domain::consent::digests(&proposal, &principal.id);
+        let (Ok(censored), Ok((arguments_digest, binding_digest))) = (censored, digests) else {
+            // The arguments parsed under HL-C14N-1, so they canonicalize: unreachable in
+            // practice, refused without echoing anything if it ever is.
+            return Err(WardError::invalid("arguments_json", "cannot be canonicalized").into());
+        };
+        let derived = store::consents::Derived {
+            censored_arguments: &censored,
+            arguments_digest: &arguments_digest,
+            binding_digest: &binding_digest,
+            ttl_seconds: i64::from(self.settings.consent_ttl(proposal.class)),
+        };
+        let (record, created) =
+            store::consents::propose(self.pool(), &proposal, requested_by, &derived).await?;
+        tracing::info!(consent = %record.id, owner = %record.effect_owner, created, "effect proposed");
+        Ok(Response::new(pb::ProposeEffectResponse {
+            consent: Some(consent::consent(&record)),
+            created,
+        }))
+    }
+
+    async fn decide(
+        &self,
+        request: Request<pb::DecideRequest>,
+    ) -> Result<Response<pb::DecideResponse>, Status> {
+        let (id, verdict, review) = consent::decide(request.get_ref())?;
+        let principal = self.on_consent(&request, actions::APPROVE, id).await?;
+        let (record, changed) =
+            store::consents::decide(self.pool(), id, verdict, &review, principal).await?;
+        if changed {
+            tracing::info!(consent = %id, state = record.state.as_str(), "consent settled");
+        }
+        Ok(Response::new(pb::DecideResponse {
+            consent: Some(consent::consent(&record)),
+            changed,
+        }))
+    }
+
+    async fn consume_consent(
+        &self,
+        request: Request<pb::ConsumeConsentRequest>,
+    ) -> Result<Response<pb::ConsumeConsentResponse>, Status> {
+        let (id, digest) = consent::consume(request.get_ref())?;
+        let principal = self.on_consent(&request, actions::CONSUME, id).await?;
+        let record = store::consents::consume(self.pool(), id, &digest, principal).await?;
+        tracing::info!(consent = %id, "approval consumed");
+        Ok(Response::new(pb::ConsumeConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn revoke_consent(
+        &self,
+        request: Request<pb::RevokeConsentRequest>,
+    ) -> Result<Response<pb::RevokeConsentResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        let principal = self.on_consent(&request, actions::APPROVE, id).await?;
+        let record = store::consents::revoke(self.pool(), id, principal).await?;
+        Ok(Response::new(pb::RevokeConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn cancel_for_run(
+        &self,
+        request: Request<pb::CancelForRunRequest>,
+    ) -> Result<Response<pb::CancelForRunResponse>, Status> {
+        let run = consent::run("run_id", &request.get_ref().run_id)?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::CANCEL, &format!("run:{run}"))
+            .await?;
+        let cancelled =
+            store::consents::cancel_for_run(self.pool(), &run, principal_uuid(&principal)?).await?;
+        Ok(Response::new(pb::CancelForRunResponse {
+            cancelled: u32::try_from(cancelled).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn get_consent(
+        &self,
+        request: Request<pb::GetConsentRequest>,
+    ) -> Result<Response<pb::GetConsentResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let record = store::consents::get(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Consent))?;
+        Ok(Response::new(pb::GetConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn list_consents(
+        &self,
+        request: Request<pb::ListConsentsRequest>,
+    ) -> Result<Response<pb::ListConsentsResponse>, Status> {
+        let q = consent::list(request.get_ref())?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let page =
+            store::consents::list(self.pool(), q.run_id.as_deref(), q.state, q.size, q.before)
+                .await?;
+        Ok(Response::new(pb::ListConsentsResponse {
+            consents: page.items.iter().map(consent::consent).collect(),
             page: Some(PageResponse {
                 next_page_token: page.next_page_token,
             }),
@@ -425,17 +591,19 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let (log, writer) = DecisionLog::start(ctx.pool.clone());
         ctx.finishing.push(writer);
+        let settings = Settings::load(&ctx.config)?;
         let (strangers, writer) = Tally::start(ctx.pool.clone());
         ctx.finishing.push(writer);
-        Ok(routes(&ctx, log, strangers))
+        Ok(routes(&ctx, log, strangers, settings))
     })
 }
 
-fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally) -> Routes {
+fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally, settings: Settings) -> Routes {
     let server = WardServer::new(WardService {
         ctx: ctx.clone(),
         log,
         strangers,
+        settings,
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());
