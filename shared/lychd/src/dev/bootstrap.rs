@@ -21,8 +21,12 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API, so the printed examples work.
+/// Dispatcher's read, lease and observe API, so the printed examples work, and the approver's
+/// side of consent (review every consent, settle any effect's, cancel a run's).
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
+    ("ward:review", "consent:*"),
+    ("ward:approve", "effect:*"),
+    ("ward:cancel", "run:*"),
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
     ("dispatcher:read", "event:*"),
