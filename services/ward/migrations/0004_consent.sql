@@ -83,3 +83,30 @@ END $$;
 
 CREATE TRIGGER consents_guard BEFORE UPDATE OR DELETE ON ward.consents
     FOR EACH ROW EXECUTE FUNCTION ward.consents_guard();
+
+-- Every change of a consent, in commit-independent sequence order, for `WatchConsents`: one row
+-- per insert or update of a consent (proposed, settled, consumed, revoked), appended by the
+-- same statement that changed it. Append-only.
+CREATE TABLE ward.consent_changes (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    consent_id uuid NOT NULL REFERENCES ward.consents (id),
+    state text NOT NULL,
+    at timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+
+CREATE FUNCTION ward.consents_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO ward.consent_changes (consent_id, state) VALUES (NEW.id, NEW.state);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER consents_changed AFTER INSERT OR UPDATE ON ward.consents
+    FOR EACH ROW EXECUTE FUNCTION ward.consents_changed();
+
+CREATE TRIGGER consent_changes_append_only BEFORE UPDATE OR DELETE ON ward.consent_changes
+    FOR EACH ROW EXECUTE FUNCTION ward.refuse_change('consent changes are append-only');
+
+-- As for the identity tables: the runtime role never deletes a consent and never changes a
+-- recorded change.
+REVOKE DELETE ON ward.consents FROM lychd_ward_app;
+REVOKE UPDATE, DELETE ON ward.consent_changes FROM lychd_ward_app;

@@ -1,6 +1,7 @@
 //! Ward's own settings (`[office]` in its configuration file).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use lychd_runtime::config::{ConfigError, OfficeConfig};
 use serde::Deserialize;
@@ -17,6 +18,10 @@ struct Section {
     consent_ttl_seconds: u32,
     /// Per effect class (`standard`, `bounded`, `core_mutation`, …), overriding the default.
     consent_ttl_by_class: BTreeMap<String, u32>,
+    /// Open `WatchConsents` streams at most.
+    stream_limit: usize,
+    /// How often an open stream asks for its caller's authority again, in milliseconds.
+    stream_recheck_interval_ms: u64,
 }
 
 impl Default for Section {
@@ -24,6 +29,8 @@ impl Default for Section {
         Section {
             consent_ttl_seconds: 15 * 60,
             consent_ttl_by_class: BTreeMap::new(),
+            stream_limit: 64,
+            stream_recheck_interval_ms: 2000,
         }
     }
 }
@@ -33,6 +40,8 @@ impl Default for Section {
 pub struct Settings {
     ttl_default: u32,
     ttl_by_class: Vec<(EffectClass, u32)>,
+    pub stream_limit: usize,
+    pub stream_recheck_interval: Duration,
 }
 
 impl Settings {
@@ -64,9 +73,20 @@ impl Settings {
             }
             ttl_by_class.push((class, *ttl));
         }
+        if !(1..=10_000).contains(&section.stream_limit) {
+            return Err(invalid("office.stream_limit".into(), "must be 1..=10000"));
+        }
+        if !(100..=60_000).contains(&section.stream_recheck_interval_ms) {
+            return Err(invalid(
+                "office.stream_recheck_interval_ms".into(),
+                "must be 100..=60000 milliseconds",
+            ));
+        }
         Ok(Settings {
             ttl_default: section.consent_ttl_seconds,
             ttl_by_class,
+            stream_limit: section.stream_limit,
+            stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
         })
     }
 
@@ -114,6 +134,11 @@ mod tests {
                 "office.consent_ttl_by_class.migration",
             ),
             ("consent_tll_seconds = 5", "office.consent_tll_seconds"),
+            ("stream_limit = 0", "office.stream_limit"),
+            (
+                "stream_recheck_interval_ms = 5",
+                "office.stream_recheck_interval_ms",
+            ),
         ] {
             match load(text) {
                 Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),

@@ -47,6 +47,8 @@ pub mod reasons {
         ALREADY_BOOTSTRAPPED = FailedPrecondition;
         /// the decision log cannot take another record now: no decision is answered that would not be recorded
         DECISION_LOG_UNAVAILABLE = Unavailable;
+        /// this Ward has as many open watch streams as it allows: close one, or try again later
+        STREAM_LIMIT_REACHED = ResourceExhausted;
         /// no consent has this id
         CONSENT_NOT_FOUND = NotFound;
         /// the digest the approver reviewed is not the consent's binding digest: nothing was settled
@@ -125,6 +127,9 @@ pub enum WardError {
     /// A consent cannot be settled, consumed or revoked as asked (nothing was changed).
     #[error("consent refused: {}", .0.as_str())]
     Consent(ConsentRefusal),
+    /// As many watch streams are open as the office allows.
+    #[error("stream limit reached")]
+    StreamLimitReached,
     /// A database failure, answered as the runtime classifies it.
     #[error("database failure")]
     Database(#[source] sqlx::Error),
@@ -196,6 +201,7 @@ pub fn into_status(e: WardError) -> Status {
         WardError::CredentialRevoked => REFUSALS.refuse(CREDENTIAL_REVOKED_ADMIN),
         WardError::AlreadyBootstrapped => REFUSALS.refuse(ALREADY_BOOTSTRAPPED),
         WardError::DecisionLogUnavailable => REFUSALS.refuse(DECISION_LOG_UNAVAILABLE),
+        WardError::StreamLimitReached => REFUSALS.refuse(STREAM_LIMIT_REACHED),
         WardError::Consent(r) => REFUSALS.refuse(match r {
             ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
             ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,

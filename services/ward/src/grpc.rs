@@ -10,12 +10,17 @@
 mod consent;
 mod convert;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
 use futures::future::BoxFuture;
 use lychd_proto::common::v1::{PageResponse, Refusal};
 use lychd_proto::ward::v1 as pb;
 use lychd_proto::ward::v1::ward_server::{Ward, WardServer};
 use lychd_runtime::server::ServeContext;
 use secrecy::ExposeSecret;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
@@ -45,6 +50,8 @@ pub struct WardService {
     /// Counts of refusals of callers and tokens that authenticate nobody.
     strangers: Tally,
     settings: Settings,
+    /// Places for open watch streams.
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// Where a call came from, as refusals are counted: the peer's IP address.
@@ -115,6 +122,105 @@ impl WardService {
             .authorize(request, action, &effect_object(&owner))
             .await?;
         principal_uuid(&principal)
+    }
+}
+
+/// How often a watch stream reads new changes when it has caught up.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// Changes read per query.
+const FOLLOW_BATCH: i64 = 256;
+
+/// One `WatchConsents` stream's loop: reads changes in order (the gap rule of
+/// `lychd_runtime::feed`), sends those of its run, and asks for the caller's authority again
+/// every `every` — also while the caller does not read — ending the stream with the refusal
+/// when it is gone.
+struct Follower {
+    pool: sqlx::PgPool,
+    authorizer: lychd_runtime::auth::Authorizer,
+    metadata: tonic::metadata::MetadataMap,
+    every: Duration,
+    run: Option<String>,
+}
+
+type Sent = tokio::sync::mpsc::Sender<Result<pb::WatchConsentsResponse, Status>>;
+
+impl Follower {
+    /// Still allowed? Otherwise the refusal is sent (bounded: a caller that reads nothing does
+    /// not keep its place) and the stream ends.
+    async fn still_allowed(&self, tx: &Sent) -> bool {
+        let asking = Request::from_parts(self.metadata.clone(), tonic::Extensions::default(), ());
+        match self
+            .authorizer
+            .authorize(&asking, actions::REVIEW, CONSENTS)
+            .await
+        {
+            Ok(_) => true,
+            Err(refused) => {
+                let _ = tokio::time::timeout(self.every, tx.send(Err(refused))).await;
+                false
+            }
+        }
+    }
+
+    async fn follow(self, after: i64, tx: Sent) {
+        let mut cursor = lychd_runtime::feed::Cursor::after(after);
+        let mut next_check = tokio::time::Instant::now() + self.every;
+        loop {
+            if tokio::time::Instant::now() >= next_check {
+                if !self.still_allowed(&tx).await {
+                    return;
+                }
+                next_check = tokio::time::Instant::now() + self.every;
+            }
+            let changes =
+                match store::consents::changes_after(&self.pool, cursor.delivered, FOLLOW_BATCH)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into())).await;
+                        return;
+                    }
+                };
+            let full = changes.len() as i64 == FOLLOW_BATCH;
+            for change in changes {
+                if !cursor.admit(change.seq, std::time::Instant::now()) {
+                    break;
+                }
+                if self
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| *r != change.consent.run_id)
+                {
+                    continue;
+                }
+                let slot = loop {
+                    tokio::select! {
+                        slot = tx.reserve() => break slot,
+                        () = tokio::time::sleep_until(next_check) => {
+                            if !self.still_allowed(&tx).await {
+                                return;
+                            }
+                            next_check = tokio::time::Instant::now() + self.every;
+                        }
+                    }
+                };
+                let Ok(slot) = slot else {
+                    return;
+                };
+                slot.send(Ok(pb::WatchConsentsResponse {
+                    change: u64::try_from(change.seq).unwrap_or(0),
+                    changed_to: consent::state(change.changed_to) as i32,
+                    consent: Some(consent::consent(&change.consent)),
+                }));
+            }
+            if !full {
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_POLL) => {}
+                    () = tx.closed() => return,
+                }
+            }
+        }
     }
 }
 
@@ -565,6 +671,43 @@ impl Ward for WardService {
         }))
     }
 
+    type WatchConsentsStream =
+        std::pin::Pin<Box<dyn Stream<Item = Result<pb::WatchConsentsResponse, Status>> + Send>>;
+
+    async fn watch_consents(
+        &self,
+        request: Request<pb::WatchConsentsRequest>,
+    ) -> Result<Response<Self::WatchConsentsStream>, Status> {
+        let r = request.get_ref();
+        let after = i64::try_from(r.after_change)
+            .map_err(|_| WardError::invalid("after_change", "must be at most 2^63-1"))?;
+        let run = match r.run_id.as_str() {
+            "" => None,
+            run => Some(consent::run("run_id", run)?),
+        };
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let place = self
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| WardError::StreamLimitReached)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let follower = Follower {
+            pool: self.pool().clone(),
+            authorizer: self.ctx.authorizer.clone(),
+            metadata: request.metadata().clone(),
+            every: self.settings.stream_recheck_interval,
+            run,
+        };
+        tokio::spawn(async move {
+            let _place = place;
+            follower.follow(after, tx).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
     async fn list_consents(
         &self,
         request: Request<pb::ListConsentsRequest>,
@@ -603,6 +746,7 @@ fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally, settings: Sett
         ctx: ctx.clone(),
         log,
         strangers,
+        streams: Arc::new(tokio::sync::Semaphore::new(settings.stream_limit)),
         settings,
     })
     .max_decoding_message_size(ctx.max_message_bytes())

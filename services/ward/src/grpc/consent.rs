@@ -53,7 +53,7 @@ fn class_pb(c: EffectClass) -> pb::EffectClass {
     }
 }
 
-fn state_pb(s: ConsentState) -> pb::ConsentState {
+pub fn state(s: ConsentState) -> pb::ConsentState {
     match s {
         ConsentState::Pending => pb::ConsentState::Pending,
         ConsentState::Granted => pb::ConsentState::Granted,
@@ -291,7 +291,7 @@ pub fn consent(c: &ConsentRecord) -> pb::Consent {
         requested_by: c.requested_by.to_string(),
         created_at: Some(convert::timestamp(c.created_at)),
         expires_at: Some(convert::timestamp(c.expires_at)),
-        state: state_pb(c.state) as i32,
+        state: state(c.state) as i32,
         decided_at: c.decided_at.map(convert::timestamp),
         decided_by: c.decided_by.map(|p| p.to_string()).unwrap_or_default(),
         consumed_at: c.consumed_at.map(convert::timestamp),

@@ -432,3 +432,46 @@ pub async fn list(
         paging::seq_token(List::Consents, c.seq)
     }))
 }
+
+/// One recorded change of a consent, with the consent as it stands now.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub seq: i64,
+    pub changed_to: ConsentState,
+    pub consent: ConsentRecord,
+}
+
+#[derive(sqlx::FromRow)]
+struct ChangeRow {
+    change_seq: i64,
+    changed_to: String,
+    #[sqlx(flatten)]
+    row: Row,
+}
+
+/// Up to `limit` changes after `after`, in sequence order (every run: a filter is applied by
+/// the reader, after the gap rule, which needs the unfiltered sequence).
+pub async fn changes_after(pool: &PgPool, after: i64, limit: i64) -> Result<Vec<Change>> {
+    let mut conn = pool.acquire().await?;
+    expire_due(&mut conn).await?;
+    let rows: Vec<ChangeRow> = sqlx::query_as(&format!(
+        "SELECT e.seq AS change_seq, e.state AS changed_to, {COLUMNS}
+         FROM ward.consent_changes e JOIN ward.consents c ON c.id = e.consent_id
+         WHERE e.seq > $1 ORDER BY e.seq LIMIT $2"
+    ))
+    .bind(after)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let id = r.row.id;
+            Ok(Change {
+                seq: r.change_seq,
+                changed_to: ConsentState::parse(&r.changed_to)
+                    .ok_or_else(|| corrupt(id, "change state"))?,
+                consent: r.row.record()?,
+            })
+        })
+        .collect()
+}

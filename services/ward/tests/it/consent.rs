@@ -485,3 +485,133 @@ async fn pending_consents_survive_a_restart_of_ward_and_are_decided_after_it() {
     );
     restarted.stop().await.expect("stops");
 }
+
+async fn next_change(
+    stream: &mut tonic::Streaming<pb::WatchConsentsResponse>,
+) -> Result<pb::WatchConsentsResponse, tonic::Status> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), stream.message())
+        .await
+        .expect("a change within 10 s")
+        .map(|m| m.expect("the stream is open"))
+}
+
+#[tokio::test]
+async fn a_watcher_follows_a_consent_from_proposal_to_verdict_in_order() {
+    let mut c = cast().await;
+    let earlier = propose(&mut c.proposer, "call-0", r#"{"a":0}"#).await;
+    let mut stream = c
+        .approver
+        .watch_consents(pb::WatchConsentsRequest {
+            after_change: 0,
+            run_id: "run-1".into(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    // The history first.
+    let first = next_change(&mut stream).await.expect("history");
+    assert_eq!(
+        first.consent.expect("consent").consent_id,
+        earlier.consent_id
+    );
+    assert_eq!(first.changed_to, pb::ConsentState::Pending as i32);
+    // Then what happens while it is open, in order.
+    let consent = propose(&mut c.proposer, "call-1", r#"{"a":1}"#).await;
+    let proposed = next_change(&mut stream).await.expect("proposed");
+    assert_eq!(proposed.changed_to, pb::ConsentState::Pending as i32);
+    assert!(proposed.change > first.change);
+    let seen = proposed.consent.expect("consent");
+    assert_eq!(seen.consent_id, consent.consent_id);
+    // What a watching operator needs to decide is in the change itself.
+    decide(&mut c.approver, &seen, pb::Verdict::Approve)
+        .await
+        .expect("approve");
+    let settled = next_change(&mut stream).await.expect("settled");
+    assert_eq!(settled.changed_to, pb::ConsentState::Granted as i32);
+    assert_eq!(settled.consent.expect("consent").decided_by, c.approver_id);
+    // Another run's consent is not on this stream.
+    let mut other = proposal("call-9", "{}");
+    other.run_id = "run-2".into();
+    c.proposer.propose_effect(other).await.expect("other run");
+    let consent3 = propose(&mut c.proposer, "call-3", r#"{"a":3}"#).await;
+    let next = next_change(&mut stream).await.expect("next of this run");
+    assert_eq!(
+        next.consent.expect("consent").consent_id,
+        consent3.consent_id
+    );
+}
+
+#[tokio::test]
+async fn a_watch_ends_when_its_authority_goes_and_open_watches_are_limited() {
+    let mut c = cast_with(|cfg| {
+        cfg.office =
+            toml::from_str("stream_recheck_interval_ms = 200\nstream_limit = 1").expect("toml");
+    })
+    .await;
+    let mut stream = c
+        .approver
+        .watch_consents(pb::WatchConsentsRequest::default())
+        .await
+        .expect("watch")
+        .into_inner();
+    // One place only.
+    let status = c
+        .approver
+        .watch_consents(pb::WatchConsentsRequest::default())
+        .await
+        .expect_err("limit");
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(reason(&status), "STREAM_LIMIT_REACHED");
+    // The approver's review right is withdrawn: the open stream ends with the refusal.
+    let mut admin = WardClient::new(c.s.channel());
+    c.s.allow("ward:administer", "principal:*").await;
+    let assignments = admin
+        .list_assignments(pb::ListAssignmentsRequest {
+            principal_id: c.approver_id.clone(),
+            page: None,
+        })
+        .await
+        .expect("assignments")
+        .into_inner()
+        .assignments;
+    let review = assignments
+        .iter()
+        .find(|a| a.action == "ward:review")
+        .expect("review assignment");
+    admin
+        .unassign(pb::UnassignRequest {
+            assignment_id: review.id.clone(),
+        })
+        .await
+        .expect("unassign");
+    let ended = loop {
+        match next_change(&mut stream).await {
+            Ok(_) => continue,
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(ended.code(), Code::PermissionDenied, "{ended:?}");
+    // Its place is free again (for a principal that still may watch).
+    c.s.allow("ward:review", "consent:*").await;
+    let mut tester = WardClient::new(c.s.channel());
+    let mut reopened = None;
+    for _ in 0..50 {
+        match tester
+            .watch_consents(pb::WatchConsentsRequest::default())
+            .await
+        {
+            Ok(s) => {
+                reopened = Some(s);
+                break;
+            }
+            Err(s) if s.code() == Code::ResourceExhausted => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(s) => panic!("{s:?}"),
+        }
+    }
+    assert!(
+        reopened.is_some(),
+        "the ended stream's place was given back"
+    );
+}
