@@ -287,9 +287,7 @@ impl Program {
             (Check::Items(node), Value::Array(a)) => a.iter().all(|x| self.valid(*node, x)),
             (Check::MinItems(n), Value::Array(a)) => a.len() as u64 >= *n,
             (Check::MaxItems(n), Value::Array(a)) => a.len() as u64 <= *n,
-            (Check::UniqueItems, Value::Array(a)) => {
-                a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x))
-            }
+            (Check::UniqueItems, Value::Array(a)) => all_unique(a),
             (
                 Check::Object {
                     properties, closed, ..
@@ -350,6 +348,19 @@ impl Program {
         }
         next.all(|p| !p.required)
     }
+}
+
+/// Whether no two items of `a` are equal (JSON Schema `uniqueItems`). Small
+/// arrays are compared pairwise; larger ones are sorted by the total order of
+/// [`Value`] (consistent with its equality) and neighbours compared, so the
+/// cost is O(n log n) comparisons whatever an input holds (resolutions §H.7).
+pub(crate) fn all_unique(a: &[Value]) -> bool {
+    if a.len() <= 8 {
+        return a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x));
+    }
+    let mut sorted: Vec<&Value> = a.iter().collect();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
 }
 
 /// Folds a single-type `type` check into the check that already looks at

@@ -9,7 +9,7 @@
 
 use crate::digest::{Digest, record_digest};
 use crate::error::C14nError;
-use crate::parse::{ParseOptions, parse_with};
+use crate::parse::ParseOptions;
 use crate::schema::{self, RecordType, SchemaIssue, Shape};
 use crate::utf16::cmp_utf16;
 use crate::value::{Map, Value};
@@ -164,7 +164,12 @@ pub fn validate_document(input: &[u8]) -> Report {
 /// Validates a document: strict parse, then every record (version, schema,
 /// digest); for an evaluation input also its own shape and context.
 pub fn validate_document_with(input: &[u8], options: ParseOptions) -> Report {
-    let doc = match parse_with(input, options) {
+    // The nesting limit is counted inside each record (resolutions §H.8).
+    let doc = match crate::parse::parse_records(
+        input,
+        options,
+        crate::parse::RecordRoots::InputRecords,
+    ) {
         Ok(v) => v,
         Err(e) => {
             return Report {

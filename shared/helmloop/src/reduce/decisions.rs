@@ -329,7 +329,7 @@ fn acceptance_authorized(w: &Work<'_>, grants: &[GrantLineage<'_>], s: usize) ->
     let proposal_ok = binding_digest(&Value::Object(body))
         .is_ok_and(|d| d.render() == gr.s(&["actionParameters", "proposalDigest"]));
     let gid = gr.s(&["lineage", "grantId"]);
-    let active = grants.iter().find(|l| l.grant_id == gid).is_some_and(|l| {
+    let active = super::lineage::find(grants, gid).is_some_and(|l| {
         !l.invalid
             && !l.orphan
             && !l.competing
