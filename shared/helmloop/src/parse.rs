@@ -1172,6 +1172,50 @@ mod tests {
         assert_code(deep.as_bytes(), ErrorCode::DepthExceeded, MAX_DEPTH);
     }
 
+    /// Resolutions §H.8: the nesting limit is counted inside each record.
+    #[test]
+    fn record_roots_count_depth_inside_each_record() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let opts = ParseOptions::default();
+        // A record (object) with 127 more containers inside: 128 deep.
+        let record = format!(r#"{{"p":{}}}"#, deep(MAX_DEPTH - 1));
+        assert!(parse(record.as_bytes()).is_ok());
+        let input = format!(r#"{{"context":{{}},"records":[{{"a":1}},{record}]}}"#);
+        assert_eq!(
+            parse(input.as_bytes()).unwrap_err().code(),
+            ErrorCode::DepthExceeded
+        );
+        let v = parse_records(input.as_bytes(), opts, RecordRoots::InputRecords).unwrap();
+        assert_eq!(
+            crate::canon::to_canonical_vec_records(&v, RecordRoots::InputRecords).unwrap(),
+            input.as_bytes()
+        );
+        assert!(crate::to_canonical_vec(&v).is_err());
+        // The same record inside a conformance case and (validate) a bundle.
+        let case = format!(r#"{{"input":{input}}}"#);
+        assert!(parse_records(case.as_bytes(), opts, RecordRoots::CaseRecords).is_ok());
+        assert!(parse_records(case.as_bytes(), opts, RecordRoots::InputRecords).is_err());
+        let bundle = format!("[{record}]");
+        assert!(parse_records(bundle.as_bytes(), opts, RecordRoots::Document).is_ok());
+        assert!(parse(bundle.as_bytes()).is_err());
+        // One container more inside the record is refused, at that bracket.
+        let too_deep = format!(r#"{{"records":[{{"p":{}}}]}}"#, deep(MAX_DEPTH));
+        let e = parse_records(too_deep.as_bytes(), opts, RecordRoots::InputRecords).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::DepthExceeded);
+        assert_eq!(e.offset(), Some(17 + MAX_DEPTH - 1));
+        // Outside the records the limit still counts from the root.
+        let context = format!(r#"{{"context":{},"records":[]}}"#, deep(MAX_DEPTH));
+        assert_eq!(
+            parse_records(context.as_bytes(), opts, RecordRoots::InputRecords)
+                .unwrap_err()
+                .code(),
+            ErrorCode::DepthExceeded
+        );
+        // Only the top-level `records` member holds records.
+        let nested = format!(r#"{{"x":{{"records":[{record}]}}}}"#);
+        assert!(parse_records(nested.as_bytes(), opts, RecordRoots::InputRecords).is_err());
+    }
+
     #[test]
     fn too_large() {
         let e = err(b"[1,2,3]", 6);

@@ -604,3 +604,43 @@ fn mention<'a>(properties: &'a mut Vec<Property>, name: &str) -> &'a mut Propert
 fn literal(v: &Json) -> Option<Value> {
     Value::from_serde(v).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_unique_agrees_with_pairwise_comparison() {
+        let pairwise = |a: &[Value]| a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x));
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..40 {
+            for _ in 0..50 {
+                let items: Vec<Value> = (0..len)
+                    .map(|_| match next() % 5 {
+                        0 => Value::Int((next() % 6) as i64),
+                        1 => Value::from(format!("s{}", next() % 6)),
+                        2 => Value::Array(vec![Value::Int((next() % 3) as i64)]),
+                        3 => {
+                            let mut m = Map::new();
+                            m.insert(format!("k{}", next() % 2), Value::Bool(next() % 2 == 0));
+                            Value::Object(m)
+                        }
+                        _ => Value::Null,
+                    })
+                    .collect();
+                assert_eq!(all_unique(&items), pairwise(&items), "{items:?}");
+            }
+        }
+        let distinct: Vec<Value> = (0..10_000).map(|i| Value::from(format!("x{i}"))).collect();
+        assert!(all_unique(&distinct));
+        let mut dup = distinct;
+        dup.push(Value::from("x5000"));
+        assert!(!all_unique(&dup));
+    }
+}

@@ -273,19 +273,25 @@ fn recompute(
 /// must be one record with `a`'s producer but another provenance and one
 /// with `a`'s provenance but another producer, which then differ in both.
 fn independent_pair(w: &Work<'_>, q: &[usize]) -> bool {
-    let key = |e: usize| {
-        (
-            w.recs[e].f.producer,
-            w.recs[e].s(&["provenance", "artifactDigest"]),
-        )
-    };
-    let Some((&a, rest)) = q.split_first() else {
+    let keys: Vec<(&str, &str)> = q
+        .iter()
+        .map(|&e| {
+            (
+                w.recs[e].f.producer,
+                w.recs[e].s(&["provenance", "artifactDigest"]),
+            )
+        })
+        .collect();
+    distinct_pair(&keys)
+}
+
+/// Whether two `(producer, provenance)` entries differ in both members.
+fn distinct_pair(keys: &[(&str, &str)]) -> bool {
+    let Some((&(pa, va), rest)) = keys.split_first() else {
         return false;
     };
-    let (pa, va) = key(a);
     let (mut same_producer, mut same_provenance) = (false, false);
-    for &b in rest {
-        let (pb, vb) = key(b);
+    for &(pb, vb) in rest {
         match (pb == pa, vb == va) {
             (false, false) => return true,
             (true, false) => same_producer = true,
@@ -294,4 +300,38 @@ fn independent_pair(w: &Work<'_>, q: &[usize]) -> bool {
         }
     }
     same_producer && same_provenance
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct_pair;
+
+    #[test]
+    fn distinct_pair_agrees_with_every_pair() {
+        let names = ["a", "b", "c"];
+        // Every list of up to 5 entries over a 3 x 3 alphabet.
+        let entries: Vec<(&str, &str)> = names
+            .iter()
+            .flat_map(|&p| names.iter().map(move |&v| (p, v)))
+            .collect();
+        let mut lists: Vec<Vec<(&str, &str)>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let mut next = Vec::new();
+            for l in &lists {
+                for &e in &entries {
+                    let mut m = l.clone();
+                    m.push(e);
+                    next.push(m);
+                }
+            }
+            for l in &next {
+                let brute = l
+                    .iter()
+                    .enumerate()
+                    .any(|(i, a)| l[i + 1..].iter().any(|b| a.0 != b.0 && a.1 != b.1));
+                assert_eq!(distinct_pair(l), brute, "{l:?}");
+            }
+            lists = next;
+        }
+    }
 }

@@ -592,3 +592,80 @@ proptest! {
         check_invariants(&r);
     }
 }
+
+/// Resolutions §H.6 and §H.7: a long supersession chain whose head names an
+/// absent predecessor is unavailable link by link down to its end, and the
+/// result (record results included) is the same in any input order.
+#[test]
+fn a_long_chain_with_an_unresolved_head_is_unavailable_in_any_order() {
+    let base = case("pass-baseline");
+    let mut rs = records(base.input.value());
+    let template = rs
+        .iter()
+        .find(|r| s(r, &["id"]) == "evidence-latency-1")
+        .cloned()
+        .expect("latency evidence");
+    let exact = |r: &Value| {
+        let mut m = Map::new();
+        for k in ["recordType", "id", "digest"] {
+            m.insert(k, r.get(k).cloned().unwrap_or_default());
+        }
+        m
+    };
+    let mut prev = exact(&template);
+    prev.insert("id", "evidence-latency-absent".into());
+    let mut chain = Vec::new();
+    for k in 0..1_500 {
+        let mut r = template.clone();
+        set(&mut r, "id", Value::from(format!("evidence-chain-{k:05}")));
+        let mut sup = prev.clone();
+        sup.insert("reason", "supersede".into());
+        set(&mut r, "supersedes", Value::Array(vec![Value::Object(sup)]));
+        reseal(&mut r);
+        prev = exact(&r);
+        chain.push(r);
+    }
+    rs.extend(chain.iter().cloned());
+    let forward = reduce(&with_records(base.input.value(), rs.clone()));
+    rs.reverse();
+    let backward = reduce(&with_records(base.input.value(), rs));
+    assert_eq!(forward, backward);
+    let statuses: Vec<&str> = forward
+        .record_results
+        .iter()
+        .filter(|r| {
+            r.id.as_deref()
+                .is_some_and(|i| i.starts_with("evidence-chain-"))
+        })
+        .map(|r| r.status.as_str())
+        .collect();
+    assert_eq!(statuses.len(), chain.len());
+    assert!(
+        statuses.iter().all(|&st| st == "INELIGIBLE"),
+        "{statuses:?}"
+    );
+    assert!(forward.hold.contains(&ReasonCode::SupersessionUnresolved));
+}
+
+/// Resolutions §H.8: a record nested 128 deep is accepted on its own, inside
+/// an evaluation input (parse, reduce, canonical bytes) and through the CLI
+/// digest of the record alike.
+#[test]
+fn a_record_nested_to_the_limit_is_accepted_inside_an_input() {
+    let c = case("record-nesting-counted-per-record");
+    let input = c.input.clone();
+    let bytes = input.canonical_bytes().expect("canonical per record");
+    assert!(
+        to_canonical_vec(input.value()).is_err(),
+        "the whole input is deeper than 128"
+    );
+    let reparsed = EvaluationInput::parse(&bytes).expect("parses at the boundary");
+    assert_eq!(reparsed, input);
+    assert_eq!(reduce(&reparsed).disposition, Disposition::Pass);
+    let deep = records(input.value())
+        .into_iter()
+        .find(|r| s(r, &["recordType"]) == "LearningSignalV1")
+        .expect("learning signal");
+    let alone = to_canonical_vec(&deep).expect("the record alone is within the limit");
+    assert!(parse(&alone).is_ok());
+}
