@@ -17,8 +17,8 @@
 //! caller could make expensive (resolutions §H.7: every check O(n log n),
 //! a bundle at the cap reduces in well under a second): `expectedScope`
 //! filled with distinct strings (uniqueness of array items), the same with
-//! one duplicate (the reference validator's slow path), `trustedProducers`
-//! filled (trust lookups), `requiredEvidenceIds` filled beside thousands of
+//! one duplicate (an invalid context), `trustedProducers` filled (trust
+//! lookups) and filled with malformed items (an invalid context), `requiredEvidenceIds` filled beside thousands of
 //! evidence records (claims × records), distinct evidence records only, and
 //! one long supersession chain whose head is unresolved (propagation down a
 //! chain). Each is parsed and reduced a few times; the bench prints p50 and
@@ -130,7 +130,7 @@ fn strings(prefix: &str, bytes: usize) -> Vec<Value> {
     let mut used = 0;
     let mut n = 0;
     while used < bytes {
-        let s = format!("{prefix}/{n:08}");
+        let s = format!("{prefix}{n:08}");
         used += s.len() + 3;
         out.push(Value::from(s));
         n += 1;
@@ -166,7 +166,7 @@ fn latency_template(base: &Value) -> Value {
 fn at_cap(base: &Value) -> Vec<(&'static str, Value)> {
     let room = CAP_TARGET - size(base);
     let mut out = Vec::new();
-    let scope = strings("namespace/tenant", room);
+    let scope = strings("namespace/tenant/", room);
     out.push((
         "expectedScope filled, distinct",
         with_control(base, "expectedScope", Value::Array(scope.clone())),
@@ -179,15 +179,25 @@ fn at_cap(base: &Value) -> Vec<(&'static str, Value)> {
         "expectedScope filled, one duplicate",
         with_control(base, "expectedScope", Value::Array(dup)),
     ));
-    let mut producers = strings("producer", room);
+    let mut producers = strings("producer:", room);
     producers.push(Value::from("evidence-bot"));
     producers.push(Value::from("runner-7"));
     out.push((
         "trustedProducers filled",
         with_control(base, "trustedProducers", Value::Array(producers)),
     ));
+    // Every item malformed (not an identifier): the context is invalid,
+    // and the frame must classify it without listing every issue.
+    out.push((
+        "trustedProducers filled, every item malformed",
+        with_control(
+            base,
+            "trustedProducers",
+            Value::Array(strings("producer/", room)),
+        ),
+    ));
     // Half the room in required claim ids, half in evidence records.
-    let claims = strings("crit-extra", room / 2);
+    let claims = strings("crit-extra:", room / 2);
     let with_claims = with_control(base, "requiredEvidenceIds", Value::Array(claims));
     let n = records_of(base).len();
     let per_record = size(&grown(base, n + 1)) - size(base);

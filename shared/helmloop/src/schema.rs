@@ -259,6 +259,95 @@ struct Structural {
     input: Option<Program>,
     result: Option<Program>,
     portability: Option<Program>,
+    /// Member by member: `$defs/EvaluationInput` and `$defs/EvaluationContext`.
+    input_members: Option<Members>,
+    context_members: Option<Members>,
+}
+
+/// A closed object definition (`type: object`, `properties`, `required`,
+/// `additionalProperties: false`, annotations) compiled member by member, so
+/// a verdict can say *which kind* of member failed without collecting every
+/// issue.
+pub(crate) struct Members {
+    /// Property name and its compiled schema, sorted by name.
+    properties: Vec<(String, Program)>,
+    required: Vec<String>,
+}
+
+/// What is wrong with an object under a [`Members`] definition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MemberVerdict {
+    /// A required member is absent.
+    pub missing: bool,
+    /// A member is unknown or fails its schema, or the value is not an object.
+    pub invalid: bool,
+}
+
+impl Members {
+    fn compile(bundle: &Json, def: &str) -> Option<Members> {
+        let d = bundle.get("$defs")?.get(def)?.as_object()?;
+        for k in d.keys() {
+            if !matches!(
+                k.as_str(),
+                "type" | "properties" | "required" | "additionalProperties" | "description"
+            ) {
+                return None;
+            }
+        }
+        if d.get("type")? != "object" || d.get("additionalProperties")? != false {
+            return None;
+        }
+        let mut properties = Vec::new();
+        for (name, schema) in d.get("properties")?.as_object()? {
+            properties.push((
+                name.clone(),
+                Program::compile_subschema(schema, bundle, BUNDLE_ID)?,
+            ));
+        }
+        properties.sort_by(|a, b| a.0.cmp(&b.0));
+        let required = d
+            .get("required")?
+            .as_array()?
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Members {
+            properties,
+            required,
+        })
+    }
+
+    /// The verdict on `v`, skipping the members named in `skip` (judged
+    /// by the caller).
+    pub(crate) fn verdict(&self, v: &Value, skip: &[&str]) -> MemberVerdict {
+        let mut out = MemberVerdict::default();
+        let Value::Object(m) = v else {
+            out.invalid = true;
+            return out;
+        };
+        out.missing = self
+            .required
+            .iter()
+            .any(|r| !skip.contains(&r.as_str()) && !m.contains_key(r));
+        out.invalid = m.iter().any(|(k, x)| {
+            !skip.contains(&k)
+                && match self.properties.binary_search_by(|(n, _)| n.as_str().cmp(k)) {
+                    Ok(i) => !self.properties[i].1.is_valid(x),
+                    Err(_) => true,
+                }
+        });
+        out
+    }
+}
+
+/// `$defs/EvaluationInput` member by member, when it compiles.
+pub(crate) fn input_members() -> Option<&'static Members> {
+    structural().input_members.as_ref()
+}
+
+/// `$defs/EvaluationContext` member by member, when it compiles.
+pub(crate) fn context_members() -> Option<&'static Members> {
+    structural().context_members.as_ref()
 }
 
 fn structural() -> &'static Structural {
@@ -281,6 +370,8 @@ fn structural() -> &'static Structural {
             input: def("EvaluationInput"),
             result: def("ReductionResult"),
             portability: document(PORTABILITY_RECEIPT_JSON),
+            input_members: Members::compile(&bundle, "EvaluationInput"),
+            context_members: Members::compile(&bundle, "EvaluationContext"),
         }
     })
 }

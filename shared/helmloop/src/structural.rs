@@ -201,6 +201,16 @@ impl Program {
         Program::build(bundle, bundle_id, |c| c.compile(schema, base, true))
     }
 
+    /// Compiles a subschema found inside `bundle` (its references are
+    /// relative to the bundle).
+    pub(crate) fn compile_subschema(
+        schema: &Json,
+        bundle: &Json,
+        bundle_id: &str,
+    ) -> Option<Program> {
+        Program::build(bundle, bundle_id, |c| c.compile(schema, bundle_id, false))
+    }
+
     /// Compiles `$defs/name` of `bundle`.
     pub(crate) fn compile_def(name: &str, bundle: &Json, bundle_id: &str) -> Option<Program> {
         Program::build(bundle, bundle_id, |c| Some(vec![Check::Ref(c.def(name)?)]))
