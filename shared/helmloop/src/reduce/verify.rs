@@ -136,6 +136,14 @@ fn verdict(raw: &Value, declared: Option<Digest>, recomputed: Digest) -> Vec<Rea
         }
         return out;
     }
+    // An invalid record without any reference that carries an `id` but
+    // lacks its type or digest can only be `RECORD_SCHEMA_INVALID` (plus a
+    // digest verdict): decided without listing every schema issue, which a
+    // hostile record with a million malformed items would make slow
+    // (resolutions §H.7). Tested to agree with the issue list.
+    if let Some(codes) = verdict_without_issue_list(raw, declared, recomputed, shape) {
+        return codes;
+    }
     let issues = validate::validate_record(raw, "");
     let mut out = Vec::new();
     for issue in &issues {
@@ -158,6 +166,70 @@ fn verdict(raw: &Value, declared: Option<Digest>, recomputed: Digest) -> Vec<Rea
     // A record without a digest member fails the schema (`required`), so
     // `validate_record` has reported it; nothing else to add here.
     out
+}
+
+/// The verdict of a schema-invalid record with no id-only reference
+/// candidate, or `None` (then the caller lists the issues). It is what
+/// [`validate::validate_record`] leads to: another version string is only
+/// `PROTOCOL_VERSION_UNSUPPORTED`; otherwise every schema issue maps to
+/// `RECORD_SCHEMA_INVALID` unless it is a missing type or digest of a
+/// reference carrying an `id` (`REF_ID_ONLY`), which needs a candidate; and a
+/// string `digest` is compared with the recomputed one.
+fn verdict_without_issue_list(
+    raw: &Value,
+    declared: Option<Digest>,
+    recomputed: Digest,
+    shape: Option<RecordType>,
+) -> Option<Vec<ReasonCode>> {
+    if let Some(Value::String(v)) = raw.get("schemaVersion")
+        && v != crate::PROTOCOL_VERSION
+    {
+        return Some(vec![ReasonCode::ProtocolVersionUnsupported]);
+    }
+    if has_id_only_candidate(raw, None, false) {
+        return None;
+    }
+    let shape = shape.map_or(Shape::AnyRecord, Shape::Record);
+    let valid = schema::structural_is_valid(shape, raw)?;
+    let mismatch =
+        raw.get("digest").and_then(Value::as_str).is_some() && declared != Some(recomputed);
+    let mut out = Vec::new();
+    if !valid {
+        out.push(ReasonCode::RecordSchemaInvalid);
+    }
+    if mismatch {
+        out.push(ReasonCode::RecordDigestMismatch);
+    }
+    if valid && !mismatch && bad_timestamp(raw) {
+        out.push(ReasonCode::RecordSchemaInvalid);
+    }
+    Some(out)
+}
+
+/// Whether some object in a reference slot has an `id` but lacks its
+/// `recordType` or `digest`: the only place a `REF_ID_ONLY` issue can be. A
+/// slot is a member named in `REF_SLOTS`, or anything directly inside a
+/// container named in `REF_LISTS` (conservatively wider than the paths
+/// `is_id_only_ref` accepts). `key` is the member name `v` sits under (kept
+/// through arrays); `in_list` whether `v` sits directly inside a container
+/// named in `REF_LISTS`.
+fn has_id_only_candidate(v: &Value, key: Option<&str>, in_list: bool) -> bool {
+    let list = key.is_some_and(|k| REF_LISTS.contains(&k));
+    match v {
+        Value::Object(m) => {
+            let slot = in_list || key.is_some_and(|k| REF_SLOTS.contains(&k));
+            if slot
+                && m.get("id").is_some()
+                && (m.get("recordType").is_none() || m.get("digest").is_none())
+            {
+                return true;
+            }
+            m.iter()
+                .any(|(k, x)| has_id_only_candidate(x, Some(k), list))
+        }
+        Value::Array(items) => items.iter().any(|x| has_id_only_candidate(x, key, list)),
+        _ => false,
+    }
 }
 
 /// The schema asserts the date-time format; this is the reducer's own check
@@ -222,6 +294,101 @@ mod tests {
                 .and_then(Value::as_str)
                 .is_some_and(|s| parse_timestamp(s).is_none())
         })
+    }
+
+    /// The verdict without an issue list equals the verdict from the
+    /// complete issue list, on every record fixture under many mutations.
+    #[test]
+    fn verdict_without_issue_list_agrees_with_the_issue_list() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/helmloop/records"
+        );
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .expect("records")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        let slow = |raw: &Value, declared: Option<Digest>, recomputed: Digest| {
+            let mut out = BTreeSet::new();
+            for issue in validate::validate_record(raw, "") {
+                out.insert(match issue.code.as_str() {
+                    validate::PROTOCOL_VERSION_UNSUPPORTED => {
+                        ReasonCode::ProtocolVersionUnsupported
+                    }
+                    validate::RECORD_DIGEST_MISMATCH => ReasonCode::RecordDigestMismatch,
+                    _ if is_id_only_ref(raw, &issue.path, issue.keyword.as_deref()) => {
+                        ReasonCode::RefIdOnly
+                    }
+                    _ => match issue.channel {
+                        Channel::Reject => ReasonCode::RecordSchemaInvalid,
+                        Channel::Hold => ReasonCode::ProtocolVersionUnsupported,
+                    },
+                });
+            }
+            let _ = declared;
+            let _ = recomputed;
+            out
+        };
+        let values = [
+            Value::Null,
+            Value::Int(7),
+            Value::from("x"),
+            Value::from("0.2"),
+            Value::Array(vec![Value::Int(1); 3]),
+            Value::Object(crate::value::Map::new()),
+        ];
+        let mut checked = 0;
+        for f in files {
+            let record = crate::parse(&std::fs::read(&f).expect("read")).expect("parses");
+            let Value::Object(m) = &record else { continue };
+            let mut variants = vec![record.clone()];
+            for (k, v) in m.iter() {
+                for x in &values {
+                    let mut n = m.clone();
+                    n.insert(k, x.clone());
+                    variants.push(Value::Object(n));
+                }
+                let mut n = m.clone();
+                n.remove(k);
+                variants.push(Value::Object(n));
+                if let Value::Object(inner) = v {
+                    for (ik, _) in inner.iter() {
+                        for x in &values {
+                            let mut i2 = inner.clone();
+                            i2.insert(ik, x.clone());
+                            let mut n = m.clone();
+                            n.insert(k, Value::Object(i2));
+                            variants.push(Value::Object(n));
+                        }
+                    }
+                }
+            }
+            for raw in variants {
+                let (body, recomputed) =
+                    crate::digest::binding_and_record_digest(&raw, &mut Vec::new())
+                        .expect("hashable");
+                let _ = body;
+                let declared = raw
+                    .get("digest")
+                    .and_then(Value::as_str)
+                    .and_then(Digest::parse);
+                let shape = raw
+                    .get("recordType")
+                    .and_then(Value::as_str)
+                    .and_then(RecordType::from_name);
+                if let Some(fast) = verdict_without_issue_list(&raw, declared, recomputed, shape) {
+                    let fast: BTreeSet<ReasonCode> = fast.into_iter().collect();
+                    let mut want = slow(&raw, declared, recomputed);
+                    if want.is_empty() && bad_timestamp(&raw) {
+                        want.insert(ReasonCode::RecordSchemaInvalid);
+                    }
+                    assert_eq!(fast, want, "{raw:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
     }
 
     #[test]
