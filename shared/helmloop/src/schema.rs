@@ -460,6 +460,29 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
     issues
 }
 
+/// Whether the interpreter reports a missing required member whose JSON
+/// Pointer (the object's path plus the member name) satisfies `pred`. Errors
+/// are taken one at a time and none is kept, and the first match stops the
+/// walk.
+pub(crate) fn reports_missing(shape: Shape, instance: &Json, pred: impl Fn(&str) -> bool) -> bool {
+    let Ok(c) = compiled() else { return false };
+    let validator = match shape {
+        Shape::Record(t) => &c.records[t.index()],
+        Shape::AnyRecord => &c.any_record,
+        Shape::EvaluationContext => &c.context,
+        Shape::EvaluationInput => &c.input,
+        Shape::ReductionResult => &c.result,
+        Shape::PortabilityReceipt => &c.portability,
+    };
+    validator.iter_errors(instance).any(|e| match &e.kind {
+        ValidationErrorKind::Required { property } => pred(&join_pointer(
+            e.instance_path.as_str(),
+            property.as_str().unwrap_or_default(),
+        )),
+        _ => false,
+    })
+}
+
 fn join_pointer(base: &str, name: &str) -> String {
     let mut s = String::with_capacity(base.len() + name.len() + 1);
     s.push_str(base);
