@@ -400,15 +400,26 @@ pub fn is_valid_value(shape: Shape, instance: &Value) -> bool {
 
 /// Validates `instance` against `shape`; an empty list means valid.
 pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
+    validate_limited(shape, instance, usize::MAX).0
+}
+
+/// [`validate`] stopping after `limit` issues; the flag says whether more
+/// were left unlisted. The interpreter's errors are taken lazily, so the
+/// cost of a document with a million issues is bounded by `limit`.
+pub fn validate_limited(shape: Shape, instance: &Json, limit: usize) -> (Vec<SchemaIssue>, bool) {
+    if limit == 0 {
+        return (Vec::new(), !is_valid(shape, instance));
+    }
     let c = match compiled() {
         Ok(c) => c,
         Err(e) => {
-            return vec![SchemaIssue {
+            let issue = SchemaIssue {
                 instance_path: String::new(),
                 keyword: "$schema".to_owned(),
                 schema_path: String::new(),
                 message: format!("schema bundle unavailable: {e}"),
-            }];
+            };
+            return (vec![issue], false);
         }
     };
     let validator = match shape {
@@ -421,6 +432,9 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
     };
     let mut issues = Vec::new();
     for e in validator.iter_errors(instance) {
+        if issues.len() >= limit {
+            return (issues, true);
+        }
         let path = e.instance_path.as_str().to_owned();
         let schema_path = e.schema_path.as_str().to_owned();
         let keyword = schema_path
@@ -431,7 +445,9 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
         match &e.kind {
             ValidationErrorKind::AdditionalProperties { unexpected }
             | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-                for name in unexpected {
+                // One more than the room left tells that there are more.
+                let room = limit.saturating_sub(issues.len()).saturating_add(1);
+                for name in unexpected.iter().take(room) {
                     issues.push(SchemaIssue {
                         instance_path: join_pointer(&path, name),
                         keyword: keyword.clone(),
@@ -457,7 +473,9 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
             }),
         }
     }
-    issues
+    let more = issues.len() > limit;
+    issues.truncate(limit);
+    (issues, more)
 }
 
 /// Whether the interpreter reports a missing required member whose JSON
