@@ -21,7 +21,9 @@
 //! lookups) and filled with malformed items (an invalid context), `requiredEvidenceIds` filled beside thousands of
 //! evidence records (claims × records), distinct evidence records only, and
 //! one long supersession chain whose head is unresolved (propagation down a
-//! chain). Each is parsed and reduced a few times; the bench prints p50 and
+//! chain), and one record with a million malformed items, alone and beside
+//! an id-only reference (schema-invalid records judged without listing every
+//! issue). Each is parsed and reduced a few times; the bench prints p50 and
 //! max, and the ratio to the baseline bundle's reduce in the same run, in
 //! time and per byte.
 
@@ -228,6 +230,41 @@ fn at_cap(base: &Value) -> Vec<(&'static str, Value)> {
     }
     out.push((
         "supersession chain, head unresolved",
+        with(base, "records", Value::Array(records)),
+    ));
+    // One record whose `limitations` hold a million malformed items (an
+    // invalid record the interpreter would list issue by issue), alone and
+    // with an id-only reference beside them.
+    let mut bad = template.clone();
+    let items = (room.saturating_sub(4096)) / 8;
+    if let Value::Object(m) = &mut bad {
+        m.insert("id", Value::from("evidence-malformed"));
+        m.insert(
+            "limitations",
+            Value::Array(
+                (0..items)
+                    .map(|i| Value::Int(1_000_000 + i as i64))
+                    .collect(),
+            ),
+        );
+    }
+    let bad = seal(bad);
+    let mut records = records_of(base);
+    records.push(bad.clone());
+    out.push((
+        "one record with a million malformed items",
+        with(base, "records", Value::Array(records)),
+    ));
+    let mut id_only = bad;
+    if let Value::Object(m) = &mut id_only
+        && let Some(Value::Object(c)) = m.get_mut("contractRef")
+    {
+        c.remove("digest");
+    }
+    let mut records = records_of(base);
+    records.push(id_only);
+    out.push((
+        "the same with an id-only reference",
         with(base, "records", Value::Array(records)),
     ));
     out
