@@ -165,9 +165,11 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
             && found
                 .iter()
                 .all(|&e| w.recs[e].status != RecordStatus::Invalid);
-        let after = found
-            .iter()
-            .any(|&e| w.recs[e].f.observed > decided || w.recs[e].issued() > decided);
+        // A reference naming several equivocating bodies is not read
+        // (resolutions §H.6); the decision is incomplete anyway.
+        let after = found.iter().any(|&e| {
+            w.readable(e) && (w.recs[e].f.observed > decided || w.recs[e].issued() > decided)
+        });
         let mut codes = Vec::new();
         if required_level != Some(required) {
             codes.push(C::AssuranceLevelMismatch);

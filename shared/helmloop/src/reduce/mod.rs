@@ -325,6 +325,9 @@ pub(crate) struct Work<'a> {
     /// `(recordType, id, digest)`: one lookup per reference, whatever the
     /// number of bodies sharing an identity (resolutions §H.7).
     exact: HashMap<(RecordType, &'a str, &'a str), usize>,
+    /// `shared[i]`: another distinct body carries record `i`'s exact
+    /// `(recordType, id, digest)`, so a reference to it names several bodies.
+    shared: Vec<bool>,
     /// The single usable outcome contract head (step 7).
     pub contract: Option<usize>,
     /// Its accountable owner.
@@ -346,6 +349,7 @@ impl<'a> Work<'a> {
             codes,
             index: HashSet::new(),
             exact: HashMap::new(),
+            shared: Vec::new(),
             contract: None,
             owner: "",
             untrusted: BTreeSet::new(),
@@ -355,11 +359,16 @@ impl<'a> Work<'a> {
 
     /// Builds the identity indexes once the distinct records are known.
     pub(crate) fn build_index(&mut self) {
+        self.shared = vec![false; self.recs.len()];
         for (i, r) in self.recs.iter().enumerate() {
             if let (Some(id), Some(t)) = (r.id, r.rtype) {
                 self.index.insert((t, id));
                 if let Some(d) = r.digest {
-                    self.exact.entry((t, id, d)).or_insert(i);
+                    let first = *self.exact.entry((t, id, d)).or_insert(i);
+                    if first != i {
+                        self.shared[first] = true;
+                        self.shared[i] = true;
+                    }
                 }
             }
         }
@@ -396,6 +405,13 @@ impl<'a> Work<'a> {
         if self.recs[i].status == RecordStatus::Eligible {
             self.recs[i].status = RecordStatus::Ineligible;
         }
+    }
+
+    /// Whether the fields of record `i` may be read through a reference:
+    /// not when another body carries the same exact reference (equivocation),
+    /// since which body resolution returns must not matter (resolutions §H.6).
+    pub fn readable(&self, i: usize) -> bool {
+        !self.shared.get(i).copied().unwrap_or(false)
     }
 
     pub fn eligible(&self, i: usize) -> bool {

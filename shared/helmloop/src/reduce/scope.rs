@@ -212,7 +212,12 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
         let Some(p) = w.recs[i].f.supersedes else {
             continue;
         };
-        if let super::Resolved::Found(p) = w.resolve(p, t) {
+        // A predecessor whose exact reference names several equivocating
+        // bodies is not read (resolutions §H.6); being INVALID, it makes the
+        // successor a dropped dependent below.
+        if let super::Resolved::Found(p) = w.resolve(p, t)
+            && w.readable(p)
+        {
             if w.recs[p].f.subject != w.recs[i].f.subject {
                 w.flag(i, C::SupersessionInvalid);
             } else if w.recs[i].issued() < w.recs[p].issued() {

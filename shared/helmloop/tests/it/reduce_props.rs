@@ -2,6 +2,7 @@
 //! rejection, later facts, PASS coherence, channel discipline) and the five
 //! non-substitution rules of spec §1.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use lychd_helmloop::conformance::Case;
@@ -668,4 +669,69 @@ fn a_record_nested_to_the_limit_is_accepted_inside_an_input() {
         .expect("learning signal");
     let alone = to_canonical_vec(&deep).expect("the record alone is within the limit");
     assert!(parse(&alone).is_ok());
+}
+
+/// Resolutions §H.6: when one exact reference names several equivocating
+/// bodies, which body has the smaller digest (the order the reducer visits
+/// them in) changes nothing about the successor that references them.
+#[test]
+fn an_equivocated_predecessor_is_judged_the_same_whichever_body_sorts_first() {
+    let base = case("pass-baseline");
+    let rs = records(base.input.value());
+    let p = rs
+        .iter()
+        .find(|r| s(r, &["id"]) == "evidence-latency-1")
+        .cloned()
+        .expect("latency evidence");
+    let mut successor = p.clone();
+    set(&mut successor, "id", "evidence-latency-1b".into());
+    let mut sup = Map::new();
+    for k in ["recordType", "id", "digest"] {
+        sup.insert(k, p.get(k).cloned().unwrap_or_default());
+    }
+    sup.insert("reason", "supersede".into());
+    set(
+        &mut successor,
+        "supersedes",
+        Value::Array(vec![Value::Object(sup)]),
+    );
+    reseal(&mut successor);
+    let mut orders = BTreeSet::new();
+    let mut verdicts = Vec::new();
+    for k in 0..32 {
+        // Same recordType, id and declared digest; another subject and locator.
+        let mut twin = p.clone();
+        let mut subject = twin
+            .get("subject")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        subject.insert("id", "svc-ledger".into());
+        set(&mut twin, "subject", Value::Object(subject));
+        let mut source = twin
+            .get("source")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        source.insert(
+            "locator",
+            Value::from(format!("https://observability.example/twin-{k}")),
+        );
+        set(&mut twin, "source", Value::Object(source));
+        let body = |v: &Value| lychd_helmloop::binding_digest(v).expect("digest");
+        orders.insert(body(&twin) < body(&p));
+        let mut all = rs.clone();
+        all.push(twin);
+        all.push(successor.clone());
+        let r = reduce(&with_records(base.input.value(), all));
+        let succ: Vec<_> = r
+            .record_results
+            .iter()
+            .filter(|x| x.id.as_deref() == Some("evidence-latency-1b"))
+            .map(|x| (x.status, x.reasons.clone()))
+            .collect();
+        verdicts.push((r.disposition, r.axes, r.reject, r.hold, succ));
+    }
+    assert_eq!(orders.len(), 2, "both orders were tried");
+    assert!(verdicts.windows(2).all(|w| w[0] == w[1]), "{verdicts:?}");
 }
