@@ -1,12 +1,14 @@
 //! Ward's own settings (`[office]` in its configuration file).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use lychd_runtime::config::{ConfigError, OfficeConfig};
 use serde::Deserialize;
 
 use crate::domain::consent::EffectClass;
+use crate::domain::preauth::{Rule, RuleError};
 
 /// Longest TTL a pending consent may be given: a week.
 pub const CONSENT_TTL_MAX_SECONDS: u32 = 7 * 24 * 3600;
@@ -22,6 +24,9 @@ struct Section {
     stream_limit: usize,
     /// How often an open stream asks for its caller's authority again, in milliseconds.
     stream_recheck_interval_ms: u64,
+    /// Directory of standing preauthorization rule files (`*.toml`), loaded at start as one
+    /// set; unset: no standing rule (every consent needs a live verdict).
+    preauth_dir: Option<PathBuf>,
 }
 
 impl Default for Section {
@@ -31,6 +36,7 @@ impl Default for Section {
             consent_ttl_by_class: BTreeMap::new(),
             stream_limit: 64,
             stream_recheck_interval_ms: 2000,
+            preauth_dir: None,
         }
     }
 }
@@ -42,6 +48,7 @@ pub struct Settings {
     ttl_by_class: Vec<(EffectClass, u32)>,
     pub stream_limit: usize,
     pub stream_recheck_interval: Duration,
+    pub preauth_dir: Option<PathBuf>,
 }
 
 impl Settings {
@@ -87,7 +94,43 @@ impl Settings {
             ttl_by_class,
             stream_limit: section.stream_limit,
             stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
+            preauth_dir: section.preauth_dir,
         })
+    }
+
+    /// The standing rules of the preauthorization directory, as one validated set, in matching
+    /// order (priority descending, then slug). Every `*.toml` file of the directory, by name;
+    /// an unreadable file, a file that is not UTF-8 or any invalid rule refuses the whole set.
+    pub fn preauth_rules(&self) -> Result<Vec<Rule>, RuleError> {
+        let Some(dir) = &self.preauth_dir else {
+            return Ok(Vec::new());
+        };
+        let unreadable = |file: String, message: String| RuleError {
+            file,
+            field: String::new(),
+            message,
+        };
+        let shown = dir.display().to_string();
+        let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| unreadable(shown.clone(), e.to_string()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        names.sort();
+        let mut files = Vec::new();
+        for path in names {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| unreadable(file.clone(), e.to_string()))?;
+            files.push((file, text));
+        }
+        let mut rules = crate::domain::preauth::parse_set(&files)?;
+        rules.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.slug.cmp(&b.slug))
+        });
+        Ok(rules)
     }
 
     /// Seconds a pending consent of `class` lives.

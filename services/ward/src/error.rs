@@ -65,6 +65,10 @@ pub mod reasons {
         CONSENT_PRINCIPAL_REVOKED = FailedPrecondition;
         /// the call presented is not the call approved (its binding digest differs): a changed call needs a new consent
         CONSENT_BINDING_MISMATCH = FailedPrecondition;
+        /// the standing rule that granted the consent is disabled, expired or changed since: the grant is void
+        CONSENT_RULE_INVALID = FailedPrecondition;
+        /// no standing preauthorization rule has this slug
+        PREAUTH_RULE_NOT_FOUND = NotFound;
     }
 }
 
@@ -83,6 +87,7 @@ pub enum Entity {
     Session,
     Assignment,
     Consent,
+    PreauthRule,
 }
 
 impl Entity {
@@ -93,6 +98,7 @@ impl Entity {
             Entity::Session => "session",
             Entity::Assignment => "assignment",
             Entity::Consent => "consent",
+            Entity::PreauthRule => "preauthorization rule",
         }
     }
 }
@@ -177,15 +183,15 @@ pub fn into_status(e: WardError) -> Status {
             Entity::Session => SESSION_NOT_FOUND,
             Entity::Assignment => ASSIGNMENT_NOT_FOUND,
             Entity::Consent => CONSENT_NOT_FOUND,
+            Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
         }),
         WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
             Entity::Principal => PRINCIPAL_EXISTS,
             Entity::Credential => CREDENTIAL_EXISTS,
             Entity::Session => SESSION_EXISTS,
             Entity::Assignment => ASSIGNMENT_EXISTS,
-            Entity::Consent => unreachable!(
-                "invariant: a consent's identity is never refused as existing (a replay returns it)"
-            ),
+            // Never raised: a replayed proposal returns its consent and a sync updates its rule.
+            Entity::Consent | Entity::PreauthRule => lychd_runtime::refusal::common::INTERNAL,
         }),
         WardError::Refused(r) => REFUSALS.refuse_with(
             match r {
@@ -210,6 +216,7 @@ pub fn into_status(e: WardError) -> Status {
             ConsentRefusal::BindingExpired => CONSENT_BINDING_EXPIRED,
             ConsentRefusal::PrincipalRevoked => CONSENT_PRINCIPAL_REVOKED,
             ConsentRefusal::BindingMismatch => CONSENT_BINDING_MISMATCH,
+            ConsentRefusal::RuleInvalid => CONSENT_RULE_INVALID,
         }),
         WardError::NoRandomness(_) => {
             tracing::error!("operating system gave no randomness");

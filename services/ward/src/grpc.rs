@@ -30,6 +30,7 @@ use crate::config::Settings;
 use crate::domain::consent::censor;
 use crate::domain::decision::Reason;
 use crate::domain::paging;
+use crate::domain::preauth::Rule;
 use crate::error::{DOMAIN, WardError};
 use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::{Asked, DecisionRecord};
@@ -52,6 +53,8 @@ pub struct WardService {
     settings: Settings,
     /// Places for open watch streams.
     streams: Arc<tokio::sync::Semaphore>,
+    /// The standing preauthorization rules, in matching order.
+    rules: Arc<Vec<Rule>>,
 }
 
 /// Where a call came from, as refusals are counted: the peer's IP address.
@@ -223,6 +226,9 @@ impl Follower {
         }
     }
 }
+
+/// What a standing-rule administrator holds.
+pub const PREAUTH: (Action, &str) = (actions::ADMINISTER, "preauth:*");
 
 /// What a reviewer holds: every consent.
 const CONSENTS: &str = "consent:*";
@@ -588,8 +594,15 @@ impl Ward for WardService {
             binding_digest: &binding_digest,
             ttl_seconds: i64::from(self.settings.consent_ttl(proposal.class)),
         };
-        let (record, created) =
-            store::consents::propose(self.pool(), &proposal, requested_by, &derived).await?;
+        let (record, created) = store::consents::propose(
+            self.pool(),
+            &proposal,
+            requested_by,
+            &principal.name,
+            &derived,
+            &self.rules,
+        )
+        .await?;
         tracing::info!(consent = %record.id, owner = %record.effect_owner, created, "effect proposed");
         Ok(Response::new(pb::ProposeEffectResponse {
             consent: Some(consent::consent(&record)),
@@ -671,6 +684,32 @@ impl Ward for WardService {
         }))
     }
 
+    async fn list_preauth_rules(
+        &self,
+        request: Request<pb::ListPreauthRulesRequest>,
+    ) -> Result<Response<pb::ListPreauthRulesResponse>, Status> {
+        self.authorize(&request, PREAUTH).await?;
+        let rules = store::preauth::list(self.pool()).await?;
+        Ok(Response::new(pb::ListPreauthRulesResponse {
+            rules: rules.iter().map(consent::rule).collect(),
+        }))
+    }
+
+    async fn disable_preauth_rule(
+        &self,
+        request: Request<pb::DisablePreauthRuleRequest>,
+    ) -> Result<Response<pb::DisablePreauthRuleResponse>, Status> {
+        let slug = consent::slug(&request.get_ref().slug)?;
+        let actor = self.authorize(&request, PREAUTH).await?;
+        let actor =
+            actor.ok_or_else(|| WardError::invalid("authorization", "unknown principal"))?;
+        let rule = store::preauth::disable(self.pool(), &slug, actor).await?;
+        tracing::info!(rule = %rule.slug, "standing rule disabled");
+        Ok(Response::new(pb::DisablePreauthRuleResponse {
+            rule: Some(consent::rule(&rule)),
+        }))
+    }
+
     type WatchConsentsStream =
         std::pin::Pin<Box<dyn Stream<Item = Result<pb::WatchConsentsResponse, Status>> + Send>>;
 
@@ -735,19 +774,37 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let (log, writer) = DecisionLog::start(ctx.pool.clone());
         ctx.finishing.push(writer);
         let settings = Settings::load(&ctx.config)?;
+        // The standing rules, as one set, before the first call: a bad file refuses the start.
+        let rules = settings
+            .preauth_rules()
+            .map_err(|e| anyhow::anyhow!("preauthorization rules refused: {e}"))?;
+        store::preauth::sync(&ctx.pool, &rules)
+            .await
+            .map_err(|e| anyhow::anyhow!("preauthorization rules not synchronised: {e}"))?;
+        tracing::info!(
+            rules = rules.len(),
+            "standing preauthorization rules loaded"
+        );
         let (strangers, writer) = Tally::start(ctx.pool.clone());
         ctx.finishing.push(writer);
-        Ok(routes(&ctx, log, strangers, settings))
+        Ok(routes(&ctx, log, strangers, settings, rules))
     })
 }
 
-fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally, settings: Settings) -> Routes {
+fn routes(
+    ctx: &ServeContext,
+    log: DecisionLog,
+    strangers: Tally,
+    settings: Settings,
+    rules: Vec<Rule>,
+) -> Routes {
     let server = WardServer::new(WardService {
         ctx: ctx.clone(),
         log,
         strangers,
         streams: Arc::new(tokio::sync::Semaphore::new(settings.stream_limit)),
         settings,
+        rules: Arc::new(rules),
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

@@ -121,6 +121,7 @@ pub enum ConsentRefusal {
     BindingExpired,
     PrincipalRevoked,
     BindingMismatch,
+    RuleInvalid,
 }
 
 impl ConsentRefusal {
@@ -133,6 +134,7 @@ impl ConsentRefusal {
             ConsentRefusal::BindingExpired => "binding expired",
             ConsentRefusal::PrincipalRevoked => "principal revoked",
             ConsentRefusal::BindingMismatch => "binding mismatch",
+            ConsentRefusal::RuleInvalid => "rule invalid",
         }
     }
 }
@@ -149,6 +151,8 @@ pub struct ConsumeFacts {
     pub principal_revoked: bool,
     /// The presented binding digest equals the consent's.
     pub digest_equal: bool,
+    /// Granted by a standing rule that is no longer enabled, unexpired and digest-equal.
+    pub rule_invalid: bool,
 }
 
 /// May an approval with these facts be consumed? The first failing rule, in a fixed order.
@@ -170,6 +174,9 @@ pub fn consumable(f: ConsumeFacts) -> Result<(), ConsentRefusal> {
     }
     if f.principal_revoked {
         return Err(ConsentRefusal::PrincipalRevoked);
+    }
+    if f.rule_invalid {
+        return Err(ConsentRefusal::RuleInvalid);
     }
     Ok(())
 }
@@ -429,6 +436,7 @@ mod tests {
             binding_expired: false,
             principal_revoked: false,
             digest_equal: true,
+            rule_invalid: false,
         };
         assert_eq!(consumable(ok), Ok(()));
         for state in [

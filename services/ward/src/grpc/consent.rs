@@ -11,6 +11,7 @@ use crate::domain::consent::{
 use crate::domain::paging::{self, List};
 use crate::error::WardError;
 use crate::store::consents::ConsentRecord;
+use crate::store::preauth::RuleRecord;
 
 const IDENT: &str = "must be 1..128 characters of [A-Za-z0-9._:-]";
 
@@ -296,5 +297,54 @@ pub fn consent(c: &ConsentRecord) -> pb::Consent {
         decided_by: c.decided_by.map(|p| p.to_string()).unwrap_or_default(),
         consumed_at: c.consumed_at.map(convert::timestamp),
         revoked_at: c.revoked_at.map(convert::timestamp),
+        granted_by_rule: c
+            .granted_by_rule
+            .as_ref()
+            .map(|(slug, _)| slug.clone())
+            .unwrap_or_default(),
+        rule_policy_digest: c
+            .granted_by_rule
+            .as_ref()
+            .map(|(_, digest)| digest.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// A rule slug.
+pub fn slug(s: &str) -> Decoded<String> {
+    let ok = !s.is_empty()
+        && s.len() <= crate::domain::preauth::SLUG_MAX
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let mut v = Violations::new();
+    v.require(
+        "slug",
+        if ok {
+            Ok(s.to_owned())
+        } else {
+            Err("must be 1..64 characters of [a-z0-9-]")
+        },
+    )
+    .ok_or_else(|| v.into())
+}
+
+pub fn rule(r: &RuleRecord) -> pb::PreauthRule {
+    pb::PreauthRule {
+        slug: r.slug.clone(),
+        source: r.source.clone(),
+        effect_class: EffectClass::parse(&r.effect_class)
+            .map(|c| class_pb(c) as i32)
+            .unwrap_or(0),
+        principal_pattern: r.principal_pattern.clone(),
+        tool_pattern: r.tool_pattern.clone(),
+        effect_owner_pattern: r.owner_pattern.clone(),
+        priority: r.priority,
+        expires_at: r.expires_at.map(convert::timestamp),
+        max_uses: r.max_uses.and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+        uses: u64::try_from(r.uses).unwrap_or(0),
+        policy_json: r.policy.clone(),
+        policy_digest: r.policy_digest.clone(),
+        in_files: r.in_files,
+        disabled_at: r.disabled_at.map(convert::timestamp),
     }
 }

@@ -17,6 +17,7 @@ use crate::domain::consent::{
     Binding, ConsentRefusal, ConsentState, ConsumeFacts, EffectClass, Proposal, Verdict, consumable,
 };
 use crate::domain::paging::{self, List};
+use crate::domain::preauth::Rule;
 use crate::error::{Entity, Result, WardError};
 
 /// A consent as stored.
@@ -44,12 +45,15 @@ pub struct ConsentRecord {
     pub decided_by: Option<Uuid>,
     pub consumed_at: Option<OffsetDateTime>,
     pub revoked_at: Option<OffsetDateTime>,
+    /// The standing rule that granted it, and the digest of its policy then.
+    pub granted_by_rule: Option<(String, String)>,
 }
 
 const COLUMNS: &str = "c.id, c.seq, c.run_id, c.effect_owner, c.effect_id, c.effect_revision, \
      c.tool_name, c.deferred_call_id, c.censored_arguments, c.arguments_digest, \
      c.effect_class, c.binding::text, c.binding_digest, c.requested_by, c.created_at, c.expires_at, \
-     c.state, c.decided_at, c.decided_by, c.consumed_at, c.revoked_at";
+     c.state, c.decided_at, c.decided_by, c.consumed_at, c.revoked_at, c.granted_by_rule, \
+     c.rule_policy_digest";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -74,13 +78,8 @@ struct Row {
     decided_by: Option<Uuid>,
     consumed_at: Option<OffsetDateTime>,
     revoked_at: Option<OffsetDateTime>,
-}
-
-#[derive(sqlx::FromRow)]
-struct Proposed {
-    #[sqlx(flatten)]
-    row: Row,
-    created: bool,
+    granted_by_rule: Option<String>,
+    rule_policy_digest: Option<String>,
 }
 
 fn corrupt(id: Uuid, what: &str) -> WardError {
@@ -130,6 +129,7 @@ impl Row {
             decided_by: self.decided_by,
             consumed_at: self.consumed_at,
             revoked_at: self.revoked_at,
+            granted_by_rule: self.granted_by_rule.zip(self.rule_policy_digest),
         })
     }
 }
@@ -177,34 +177,60 @@ pub struct Derived<'a> {
     pub ttl_seconds: i64,
 }
 
-/// Record `p` (by `requested_by`) as a pending consent, or return the consent an identical
-/// earlier proposal recorded (`false`).
+/// Record `p` (by `requested_by`, named `principal_name`) as a consent: granted by the first of
+/// `rules` (in order) that matches it and still has a use — consumed in the same transaction —
+/// else pending. An identical earlier proposal is returned as it stands (`false`) and consumes
+/// nothing.
 pub async fn propose(
     pool: &PgPool,
     p: &Proposal,
     requested_by: Uuid,
+    principal_name: &str,
     d: &Derived<'_>,
+    rules: &[Rule],
 ) -> Result<(ConsentRecord, bool)> {
-    let mut conn = pool.acquire().await?;
-    expire_due(&mut conn).await?;
-    // A concurrent identical proposal that commits first makes this insert do nothing and is
-    // invisible to this statement's snapshot: the next attempt (a new snapshot) reads it.
+    // A concurrent identical proposal that commits first makes this insert do nothing: the
+    // transaction is rolled back (giving back a use it took) and the next attempt reads it.
+    // One connection at a time: a call never holds one while waiting for another.
     for _ in 0..3 {
-        let row: Option<Proposed> = sqlx::query_as(&format!(
-            "WITH ins AS (
-                 INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id,
-                     effect_revision, tool_name, deferred_call_id, censored_arguments,
-                     arguments_digest, effect_class, binding, binding_digest, requested_by,
-                     expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13,
-                     statement_timestamp() + make_interval(secs => $14))
-                 ON CONFLICT ON CONSTRAINT consents_identity DO NOTHING
-                 RETURNING {COLUMNS}, true AS created)
-             SELECT * FROM ins
-             UNION ALL
-             SELECT {COLUMNS}, false AS created FROM ward.consents c
-             WHERE c.run_id = $2 AND c.deferred_call_id = $7 AND c.binding_digest = $12
-               AND NOT EXISTS (SELECT 1 FROM ins)"
+        let mut tx = super::begin(pool).await?;
+        expire_due(&mut tx).await?;
+        let existing: Option<Row> = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM ward.consents c
+             WHERE c.run_id = $1 AND c.deferred_call_id = $2 AND c.binding_digest = $3"
+        ))
+        .bind(&p.run_id)
+        .bind(&p.deferred_call_id)
+        .bind(d.binding_digest)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = existing {
+            tx.commit().await?;
+            return Ok((row.record()?, false));
+        }
+        let mut granted: Option<(&str, String)> = None;
+        if !p.class.live_only() {
+            for rule in rules.iter().filter(|r| r.matches(p, principal_name)) {
+                let digest = rule.policy_digest();
+                if super::preauth::use_once(&mut tx, &rule.slug, &digest).await? {
+                    granted = Some((rule.slug.as_str(), digest));
+                    break;
+                }
+            }
+        }
+        let (rule, rule_digest) = granted.map_or((None, None), |(s, d)| (Some(s), Some(d)));
+        let inserted: Option<Row> = sqlx::query_as(&format!(
+            "INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id,
+                 effect_revision, tool_name, deferred_call_id, censored_arguments,
+                 arguments_digest, effect_class, binding, binding_digest, requested_by,
+                 expires_at, state, decided_at, granted_by_rule, rule_policy_digest)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13,
+                 statement_timestamp() + make_interval(secs => $14),
+                 CASE WHEN $15::text IS NULL THEN 'pending' ELSE 'granted' END,
+                 CASE WHEN $15::text IS NULL THEN NULL ELSE statement_timestamp() END,
+                 $15, $16)
+             ON CONFLICT ON CONSTRAINT consents_identity DO NOTHING
+             RETURNING {COLUMNS}"
         ))
         .bind(Uuid::new_v4())
         .bind(&p.run_id)
@@ -220,10 +246,16 @@ pub async fn propose(
         .bind(d.binding_digest)
         .bind(requested_by)
         .bind(d.ttl_seconds as f64)
-        .fetch_optional(&mut *conn)
+        .bind(rule)
+        .bind(rule_digest)
+        .fetch_optional(&mut *tx)
         .await?;
-        if let Some(Proposed { row, created }) = row {
-            return Ok((row.record()?, created));
+        match inserted {
+            Some(row) => {
+                tx.commit().await?;
+                return Ok((row.record()?, true));
+            }
+            None => tx.rollback().await?,
         }
     }
     Err(WardError::Database(sqlx::Error::Protocol(
@@ -287,6 +319,15 @@ pub async fn decide(
     Ok((current, false))
 }
 
+/// A consent granted by a standing rule is honoured only while that rule is still in the
+/// files, not disabled, unexpired by database time and the same policy (digest-equal); a human
+/// verdict does not depend on any rule.
+const RULE_STILL_VALID: &str = "(c.granted_by_rule IS NULL OR EXISTS (
+    SELECT 1 FROM ward.preauth_rules p
+    WHERE p.slug = c.granted_by_rule AND p.policy_digest = c.rule_policy_digest AND p.in_files
+      AND p.disabled_at IS NULL
+      AND (p.expires_at IS NULL OR p.expires_at > statement_timestamp())))";
+
 /// Consume the approval `id` once, by `by`, for the call whose binding digest is `digest`.
 pub async fn consume(pool: &PgPool, id: Uuid, digest: &str, by: Uuid) -> Result<ConsentRecord> {
     let mut conn = pool.acquire().await?;
@@ -296,13 +337,16 @@ pub async fn consume(pool: &PgPool, id: Uuid, digest: &str, by: Uuid) -> Result<
         let consumed = sqlx::query_as::<_, Row>(&format!(
             "UPDATE ward.consents c
              SET consumed_at = statement_timestamp(), consumed_by = $3
-             FROM ward.principals r, ward.principals d
-             WHERE c.id = $1 AND r.id = c.requested_by AND d.id = c.decided_by
+             FROM ward.principals r
+             WHERE c.id = $1 AND r.id = c.requested_by
                AND c.state = 'granted' AND c.consumed_at IS NULL AND c.revoked_at IS NULL
                AND c.binding_digest = $2
                AND (c.binding->'expiry' IS NULL
                     OR to_timestamp((c.binding->>'expiry')::bigint) > statement_timestamp())
-               AND r.revoked_at IS NULL AND d.revoked_at IS NULL
+               AND r.revoked_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM ward.principals d
+                               WHERE d.id = c.decided_by AND d.revoked_at IS NOT NULL)
+               AND {RULE_STILL_VALID}
              RETURNING {COLUMNS}"
         ))
         .bind(id)
@@ -314,23 +358,32 @@ pub async fn consume(pool: &PgPool, id: Uuid, digest: &str, by: Uuid) -> Result<
             return row.record();
         }
         // Why not: the facts in one snapshot, judged by the domain's rule.
-        let facts: Option<(String, bool, bool, bool, bool, bool)> = sqlx::query_as(
+        type Facts = (String, bool, bool, bool, bool, bool, bool);
+        let facts: Option<Facts> = sqlx::query_as(&format!(
             "SELECT c.state, c.consumed_at IS NOT NULL, c.revoked_at IS NOT NULL,
                     COALESCE(to_timestamp((c.binding->>'expiry')::bigint)
                              <= statement_timestamp(), false),
                     r.revoked_at IS NOT NULL OR COALESCE(d.revoked_at IS NOT NULL, false),
-                    c.binding_digest = $2
+                    c.binding_digest = $2,
+                    NOT {RULE_STILL_VALID}
              FROM ward.consents c
              JOIN ward.principals r ON r.id = c.requested_by
              LEFT JOIN ward.principals d ON d.id = c.decided_by
-             WHERE c.id = $1",
-        )
+             WHERE c.id = $1"
+        ))
         .bind(id)
         .bind(digest)
         .fetch_optional(&mut *conn)
         .await?;
-        let Some((state, consumed, revoked, binding_expired, principal_revoked, digest_equal)) =
-            facts
+        let Some((
+            state,
+            consumed,
+            revoked,
+            binding_expired,
+            principal_revoked,
+            digest_equal,
+            rule_invalid,
+        )) = facts
         else {
             return Err(WardError::NotFound(Entity::Consent));
         };
@@ -342,6 +395,7 @@ pub async fn consume(pool: &PgPool, id: Uuid, digest: &str, by: Uuid) -> Result<
             binding_expired,
             principal_revoked,
             digest_equal,
+            rule_invalid,
         })
         .map_err(WardError::Consent)?;
     }

@@ -21,6 +21,7 @@ pub mod consents;
 pub mod credentials;
 pub mod decision_log;
 pub mod decisions;
+pub mod preauth;
 pub mod principals;
 pub mod sessions;
 pub mod strangers;

@@ -9,19 +9,19 @@ use lychd_testkit::channel_with;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-const OWNER: &str = "runner";
+pub(crate) const OWNER: &str = "runner";
 
-struct Cast {
-    s: Spawned,
-    proposer: WardClient<PeerChannel>,
-    approver: WardClient<PeerChannel>,
-    owner: WardClient<PeerChannel>,
-    approver_id: String,
-    approver_token: String,
-    proposer_id: String,
+pub(crate) struct Cast {
+    pub s: Spawned,
+    pub proposer: WardClient<PeerChannel>,
+    pub approver: WardClient<PeerChannel>,
+    pub owner: WardClient<PeerChannel>,
+    pub approver_id: String,
+    pub approver_token: String,
+    pub proposer_id: String,
 }
 
-async fn client_for(
+pub(crate) async fn client_for(
     s: &Spawned,
     name: &str,
     grants: &[(&str, &str)],
@@ -39,7 +39,9 @@ async fn client_for(
     (id, token, client)
 }
 
-async fn cast_with(adjust: impl FnOnce(&mut lychd_runtime::config::OfficeConfig)) -> Cast {
+pub(crate) async fn cast_with(
+    adjust: impl FnOnce(&mut lychd_runtime::config::OfficeConfig),
+) -> Cast {
     let s = lychd_testkit::spawn_office_with(lychd_ward::spec(), adjust).await;
     let effect = format!("effect:{OWNER}");
     let (proposer_id, _, proposer) = client_for(
@@ -70,7 +72,7 @@ async fn cast() -> Cast {
     cast_with(|_| {}).await
 }
 
-fn proposal(call: &str, arguments: &str) -> pb::ProposeEffectRequest {
+pub(crate) fn proposal(call: &str, arguments: &str) -> pb::ProposeEffectRequest {
     pb::ProposeEffectRequest {
         run_id: "run-1".into(),
         effect_owner: OWNER.into(),
@@ -84,7 +86,11 @@ fn proposal(call: &str, arguments: &str) -> pb::ProposeEffectRequest {
     }
 }
 
-async fn propose(c: &mut WardClient<PeerChannel>, call: &str, arguments: &str) -> pb::Consent {
+pub(crate) async fn propose(
+    c: &mut WardClient<PeerChannel>,
+    call: &str,
+    arguments: &str,
+) -> pb::Consent {
     c.propose_effect(proposal(call, arguments))
         .await
         .expect("propose")
@@ -93,7 +99,7 @@ async fn propose(c: &mut WardClient<PeerChannel>, call: &str, arguments: &str) -
         .expect("consent")
 }
 
-fn reason(status: &tonic::Status) -> String {
+pub(crate) fn reason(status: &tonic::Status) -> String {
     status
         .get_error_details()
         .error_info()
@@ -101,7 +107,7 @@ fn reason(status: &tonic::Status) -> String {
         .unwrap_or_default()
 }
 
-async fn decide(
+pub(crate) async fn decide(
     c: &mut WardClient<PeerChannel>,
     consent: &pb::Consent,
     verdict: pb::Verdict,
@@ -115,7 +121,7 @@ async fn decide(
     .map(|r| r.into_inner())
 }
 
-async fn consume(
+pub(crate) async fn consume(
     c: &mut WardClient<PeerChannel>,
     consent: &pb::Consent,
     digest: &str,

@@ -12,6 +12,7 @@ mod credentials;
 mod decision_log;
 mod decisions;
 mod grpc;
+mod preauth;
 mod race;
 mod schema;
 mod secrets;

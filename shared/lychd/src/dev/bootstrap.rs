@@ -27,6 +27,7 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("ward:review", "consent:*"),
     ("ward:approve", "effect:*"),
     ("ward:cancel", "run:*"),
+    ("ward:administer", "preauth:*"),
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
     ("dispatcher:read", "event:*"),
