@@ -1,1 +1,8 @@
-//! placeholder
+//! Integration tests of the HelmLoop office: real PostgreSQL (test kit), real gRPC, Ward
+//! deciding every call.
+
+mod authority;
+mod common;
+mod conformance;
+mod limits;
+mod store;
