@@ -65,7 +65,7 @@ pub mod reasons {
         RECORD_NOT_FOUND = NotFound;
         /// no evaluation is stored under this input digest
         EVALUATION_NOT_FOUND = NotFound;
-        /// more records are stored for this subject and revision than one reduction takes
+        /// more records, or more bytes of records, are stored for this subject and revision than one reduction takes
         STORED_SET_TOO_LARGE = ResourceExhausted;
         /// every reduction worker is busy and the queue is full; retry later
         REDUCER_BUSY = ResourceExhausted;

@@ -237,14 +237,16 @@ impl Service {
         return_input: bool,
     ) -> Result<Reduced> {
         let max = self.settings.max_stored_records;
+        let max_bytes = self.settings.max_input_bytes;
         let bodies = records::bodies_bound_to(
             &self.pool,
             &binding.subject_id,
             &binding.revision_id,
             i64::try_from(max).unwrap_or(i64::MAX).saturating_add(1),
+            i64::try_from(max_bytes).unwrap_or(i64::MAX),
         )
         .await?;
-        if bodies.len() > max {
+        if bodies.len() > max || bodies.iter().map(Vec::len).sum::<usize>() > max_bytes {
             return Err(HelmLoopError::StoredSetTooLarge);
         }
         self.workers

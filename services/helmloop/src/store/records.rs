@@ -183,19 +183,27 @@ pub async fn list(
     Ok(rows.into_iter().map(row).collect())
 }
 
-/// The canonical bodies bound to a subject id and revision id, oldest first, at most `limit`.
+/// The canonical bodies bound to a subject id and revision id, oldest first: at most `limit`
+/// rows, and no row once the bodies before it hold more than `max_bytes` (so the caller sees
+/// that a cap is exceeded without reading the whole set).
 pub async fn bodies_bound_to(
     pool: &PgPool,
     subject_id: &str,
     revision_id: &str,
     limit: i64,
+    max_bytes: i64,
 ) -> sqlx::Result<Vec<Vec<u8>>> {
     let rows: Vec<(Vec<u8>,)> = sqlx::query_as(
-        "SELECT body FROM records WHERE subject_id = $1 AND revision_id = $2 ORDER BY seq LIMIT $3",
+        "SELECT body FROM ( \
+             SELECT body, seq, octet_length(body) AS len, \
+                    sum(octet_length(body)) OVER (ORDER BY seq) AS running \
+             FROM records WHERE subject_id = $1 AND revision_id = $2) t \
+         WHERE running - len <= $4 ORDER BY seq LIMIT $3",
     )
     .bind(subject_id)
     .bind(revision_id)
     .bind(limit)
+    .bind(max_bytes)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|(b,)| b).collect())

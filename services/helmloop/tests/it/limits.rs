@@ -136,3 +136,24 @@ async fn a_maximal_bundle_does_not_hold_up_a_small_reduction() {
         "the small reduction ({small_took:?}) finished while the maximal one ({big_done:?}) was still running"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_set_beyond_the_caps_is_refused() {
+    let context = bytes(baseline().input.value().get("context").expect("context"));
+    for knobs in ["max_stored_records = 13", "max_input_bytes = 16384"] {
+        let mut s = stack_with(knobs).await;
+        append(&mut s.client, records_of(baseline().input.value()))
+            .await
+            .expect("append");
+        let refused = s
+            .client
+            .reduce_stored(pb::ReduceStoredRequest {
+                context: context.clone(),
+                return_input: false,
+            })
+            .await
+            .expect_err("too large");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{knobs}");
+        assert_eq!(reason(&refused), "STORED_SET_TOO_LARGE", "{knobs}");
+    }
+}
