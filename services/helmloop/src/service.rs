@@ -87,7 +87,8 @@ pub struct Reduced {
     /// Canonical `ReductionResult`.
     pub result: Vec<u8>,
     pub summary: Summary,
-    /// Canonical context (`null` when the input has none).
+    /// Canonical context (`null` when the input has none; empty for an inline reduction that
+    /// is not stored).
     pub context: Vec<u8>,
     /// Canonical evaluation input, when asked for.
     pub input: Option<Vec<u8>>,
@@ -179,8 +180,14 @@ impl Service {
         Ok(records::append(&self.pool, verified, principal).await?)
     }
 
-    /// Parse and reduce an inline evaluation input on the pool.
-    pub async fn reduce_inline(&self, input: Vec<u8>, return_input: bool) -> Result<Reduced> {
+    /// Parse and reduce an inline evaluation input on the pool; the canonical context is
+    /// computed only when the evaluation is to be stored.
+    pub async fn reduce_inline(
+        &self,
+        input: Vec<u8>,
+        return_input: bool,
+        store: bool,
+    ) -> Result<Reduced> {
         let max = self.settings.max_input_bytes;
         self.workers
             .run(move || {
@@ -188,8 +195,9 @@ impl Service {
                     .map_err(|e| parse_error("input", &e))?;
                 let result = reduce(&parsed);
                 let context = match parsed.value().get("context") {
-                    Some(c) => to_canonical_vec(c)
+                    Some(c) if store => to_canonical_vec(c)
                         .map_err(|_| HelmLoopError::Internal("a parsed context serializes"))?,
+                    Some(_) => Vec::new(),
                     None => b"null".to_vec(),
                 };
                 let input = match return_input {

@@ -168,7 +168,7 @@ impl HelmLoop for HelmLoopService {
             .await?;
         let reduced = self
             .service
-            .reduce_inline(message.input, message.return_input)
+            .reduce_inline(message.input, message.return_input, message.store)
             .await
             .map_err(err)?;
         if message.store {
