@@ -8,7 +8,7 @@
 //! stored reductions are `subject:<subject.id>`; a batch asks `subject:*` first and each
 //! subject only when that is denied; inline work (`Reduce`, `Validate`, `Digest`,
 //! `RunConformance`) is on `office:helmloop`; `GetRecord` and `GetEvaluation`, whose request
-//! names no subject, on `subject:*`.
+//! names no subject, ask `subject:*` and, when that is denied, the subject of what was found.
 
 mod convert;
 
@@ -107,16 +107,23 @@ impl HelmLoop for HelmLoopService {
         request: Request<pb::GetRecordRequest>,
     ) -> Result<Response<pb::GetRecordResponse>, Status> {
         let (record_type, id) = convert::get_record(request.get_ref()).map_err(err)?;
-        self.ctx
-            .authorize(&request, actions::READ, ANY_SUBJECT)
+        let all = self
+            .decision(&request, actions::READ, ANY_SUBJECT, None)
             .await?;
-        let rows = self
-            .service
-            .get_record(&record_type, &id)
-            .await
-            .map_err(err)?;
+        let rows = self.service.get_record(&record_type, &id).await;
+        if all.is_none() {
+            let subjects = match &rows {
+                Ok(rows) => rows.iter().map(|r| r.subject_id.as_str()).collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            self.read_subjects(&request, subjects).await?;
+        }
         Ok(Response::new(pb::GetRecordResponse {
-            records: rows.into_iter().map(convert::stored_record).collect(),
+            records: rows
+                .map_err(err)?
+                .into_iter()
+                .map(convert::stored_record)
+                .collect(),
         }))
     }
 
@@ -222,10 +229,18 @@ impl HelmLoop for HelmLoopService {
         request: Request<pb::GetEvaluationRequest>,
     ) -> Result<Response<pb::GetEvaluationResponse>, Status> {
         let digest = convert::input_digest(&request.get_ref().input_digest).map_err(err)?;
-        self.ctx
-            .authorize(&request, actions::READ, ANY_SUBJECT)
+        let all = self
+            .decision(&request, actions::READ, ANY_SUBJECT, None)
             .await?;
-        let (stored, summary) = self.service.get_evaluation(&digest).await.map_err(err)?;
+        let found = self.service.get_evaluation(&digest).await;
+        if all.is_none() {
+            let subjects = match &found {
+                Ok((stored, _)) => stored.subject_id.as_deref().into_iter().collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            self.read_subjects(&request, subjects).await?;
+        }
+        let (stored, summary) = found.map_err(err)?;
         Ok(Response::new(pb::GetEvaluationResponse {
             result: stored.result,
             summary: Some(convert::summary(&summary)),
@@ -319,6 +334,36 @@ impl HelmLoopService {
         }
     }
 
+    /// A reader without `helmloop:read` on `subject:*` may read what belongs to `subjects`
+    /// when it holds the action on each of them. Anything else (nothing found, an evaluation
+    /// of no subject, one subject denied) is answered with the refusal on `subject:*`, so a
+    /// denied caller learns neither whether the record exists nor whose it is.
+    async fn read_subjects<T>(
+        &self,
+        request: &Request<T>,
+        subjects: BTreeSet<&str>,
+    ) -> Result<(), Status> {
+        let mut allowed = !subjects.is_empty();
+        for subject in subjects {
+            let object = subject_object(subject);
+            if self
+                .decision(request, actions::READ, &object, None)
+                .await?
+                .is_none()
+            {
+                allowed = false;
+                break;
+            }
+        }
+        if allowed {
+            return Ok(());
+        }
+        self.ctx
+            .authorize(request, actions::READ, ANY_SUBJECT)
+            .await
+            .map(|_| ())
+    }
+
     /// May the caller append `verified`? One question per append action on `subject:*`;
     /// when that is denied, one per subject (refused at the first denial). Returns the
     /// principal and every (action, object) allowed, for the re-check before the write.
@@ -400,9 +445,9 @@ impl HelmLoopService {
 
     /// Does the caller hold `action` on `object`? A denial is an answer here, not a refusal;
     /// a session that authenticates nobody, or Ward unreachable, is the refusal.
-    async fn decision(
+    async fn decision<T>(
         &self,
-        request: &Request<()>,
+        request: &Request<T>,
         action: Action,
         object: &str,
         first: Option<&Principal>,

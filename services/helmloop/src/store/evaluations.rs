@@ -23,6 +23,8 @@ pub struct Stored {
     pub context: Vec<u8>,
     pub evaluated_by: String,
     pub stored_at_us: i64,
+    /// The context's subject id, for a stored reduction or a bound inline one.
+    pub subject_id: Option<String>,
 }
 
 /// Store `e` unless its input digest is stored already (one statement; read committed).
@@ -44,21 +46,26 @@ pub async fn store(pool: &PgPool, e: &NewEvaluation<'_>) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// `(result, context, evaluated_by, stored_at_us, subject_id)`.
+type StoredRow = (Vec<u8>, Vec<u8>, String, i64, Option<String>);
+
 /// The evaluation of `input_digest`, if stored.
 pub async fn get(pool: &PgPool, input_digest: &str) -> sqlx::Result<Option<Stored>> {
-    let row: Option<(Vec<u8>, Vec<u8>, String, i64)> = sqlx::query_as(
-        "SELECT result, context, evaluated_by, (extract(epoch FROM stored_at) * 1000000)::bigint \
+    let row: Option<StoredRow> = sqlx::query_as(
+        "SELECT result, context, evaluated_by, (extract(epoch FROM stored_at) * 1000000)::bigint, \
+                subject_id \
          FROM evaluations WHERE input_digest = $1",
     )
     .bind(input_digest)
     .fetch_optional(pool)
     .await?;
-    Ok(
-        row.map(|(result, context, evaluated_by, stored_at_us)| Stored {
+    Ok(row.map(
+        |(result, context, evaluated_by, stored_at_us, subject_id)| Stored {
             result,
             context,
             evaluated_by,
             stored_at_us,
-        }),
-    )
+            subject_id,
+        },
+    ))
 }

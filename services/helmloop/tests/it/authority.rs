@@ -259,3 +259,53 @@ async fn every_rpc_is_refused_without_authority() {
         .expect_err("junk");
     assert_eq!(refused.code(), tonic::Code::Unauthenticated);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_per_subject_reader_gets_its_subjects_records_and_learns_nothing_of_others() {
+    let mut s = stack().await;
+    let input = baseline().input.value().clone();
+    let contract = lychd_helmloop::parse(&of_type(&input, "OutcomeContractV1")[0]).expect("json");
+    let elsewhere = reseal(&contract, |m| {
+        let Some(Value::Object(subject)) = m.get_mut("subject") else {
+            panic!("a contract has a subject")
+        };
+        subject.insert("id", "svc-ledger".into());
+        m.insert("id", "contract-ledger-1".into());
+    });
+    append(&mut s.client, vec![bytes(&contract), bytes(&elsewhere)])
+        .await
+        .expect("append");
+    let mut reader = principal_with(
+        &s,
+        "payments-reader",
+        &[("helmloop:read", "subject:svc-payments")],
+    )
+    .await;
+    let get = |id: &str| pb::GetRecordRequest {
+        record_type: "OutcomeContractV1".into(),
+        id: id.into(),
+    };
+    let own = contract.get("id").and_then(Value::as_str).expect("id");
+    let got = reader
+        .get_record(get(own))
+        .await
+        .expect("own subject")
+        .into_inner();
+    assert_eq!(got.records.len(), 1);
+    let other = reader
+        .get_record(get("contract-ledger-1"))
+        .await
+        .expect_err("other");
+    let missing = reader
+        .get_record(get("no-such-contract"))
+        .await
+        .expect_err("missing");
+    denied(&other);
+    denied(&missing);
+    assert_eq!(
+        other.message(),
+        missing.message(),
+        "the same answer either way"
+    );
+    assert!(!other.message().contains("svc-ledger"));
+}

@@ -395,3 +395,57 @@ async fn an_inline_reduction_is_stored_only_when_asked_and_read_back_by_input_di
     );
     assert_eq!(kept.evaluated_by, s.spawned.tester_id);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_bodies_under_one_identity_are_all_kept_and_the_later_ones_marked() {
+    let s = stack().await;
+    let base = baseline();
+    let evidence = base
+        .input
+        .value()
+        .get("records")
+        .and_then(Value::as_array)
+        .expect("records")
+        .iter()
+        .find(|r| r.get("recordType").and_then(Value::as_str) == Some("EvidenceRecordV1"))
+        .expect("evidence")
+        .clone();
+    let bodies: Vec<Vec<u8>> = (0..8)
+        .map(|i| {
+            bytes(&reseal(&evidence, |m| {
+                m.insert("claim", format!("concurrent claim {i}").into());
+            }))
+        })
+        .collect();
+    let calls = bodies.into_iter().map(|b| {
+        let mut c = s.client.clone();
+        async move { append(&mut c, vec![b]).await.expect("append")[0].outcome }
+    });
+    let outcomes = futures::future::join_all(calls).await;
+    let stored = outcomes
+        .iter()
+        .filter(|o| **o == pb::AppendOutcome::Stored as i32)
+        .count();
+    let marked = outcomes
+        .iter()
+        .filter(|o| **o == pb::AppendOutcome::Equivocation as i32)
+        .count();
+    assert_eq!((stored, marked), (1, 7), "{outcomes:?}");
+    let kept = s
+        .client
+        .clone()
+        .get_record(pb::GetRecordRequest {
+            record_type: "EvidenceRecordV1".into(),
+            id: evidence
+                .get("id")
+                .and_then(Value::as_str)
+                .expect("id")
+                .into(),
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .records;
+    assert_eq!(kept.len(), 8);
+    assert!(kept.iter().all(|r| r.equivocation));
+}
