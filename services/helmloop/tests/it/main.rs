@@ -4,5 +4,6 @@
 mod authority;
 mod common;
 mod conformance;
+mod effect;
 mod limits;
 mod store;
