@@ -35,13 +35,11 @@ pub fn spec() -> OfficeSpec {
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: None,
-        // Their decision authenticates a well-formed request (and, on input that does not
-        // decode, an explicit authentication comes before the refusal), so the layer does not
-        // ask Ward a second time.
-        self_authenticating: &[
-            "/lychd.helmloop.v1.HelmLoop/Reduce",
-            "/lychd.helmloop.v1.HelmLoop/ReduceStored",
-        ],
+        // `Reduce` is authorized before its input is parsed, so its decision authenticates
+        // the caller (and input over the size cap is refused only after an explicit
+        // authentication); the layer does not ask Ward a second time. `ReduceStored` parses
+        // its context before it knows the object, so the layer authenticates it first.
+        self_authenticating: &["/lychd.helmloop.v1.HelmLoop/Reduce"],
         commands: &[],
     }
 }

@@ -1,5 +1,5 @@
 //! gRPC handlers of `lychd.helmloop.v1.HelmLoop`: authenticate (the layer, or the handler's own
-//! decision on the self-authenticating `Reduce` and `ReduceStored`) → decode → authorize (the
+//! decision on the self-authenticating `Reduce`) → decode → authorize (the
 //! action and object declared next to each handler, built from decoded input only) → call the
 //! service → encode.
 //!
@@ -195,17 +195,12 @@ impl HelmLoop for HelmLoopService {
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
         let max = self.service.settings.max_record_bytes;
-        self.decode_authenticated(&asking, || {
-            convert::document("context", &message.context, max)
-        })
-        .await?;
-        let (context, binding) = match self.service.parse_context(message.context).await {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                self.ctx.authorizer.authenticate(&asking).await?;
-                return Err(err(e));
-            }
-        };
+        convert::document("context", &message.context, max).map_err(err)?;
+        let (context, binding) = self
+            .service
+            .parse_context(message.context)
+            .await
+            .map_err(err)?;
         let object = subject_object(&binding.subject_id);
         let principal = self
             .ctx
@@ -319,7 +314,7 @@ fn subject_object(subject_id: &str) -> String {
 
 impl HelmLoopService {
     /// Decode with `decode`; on bad input, authenticate the caller first, so a junk or missing
-    /// session is `UNAUTHENTICATED` whatever else is wrong (the self-authenticating methods).
+    /// session is `UNAUTHENTICATED` whatever else is wrong (the self-authenticating `Reduce`).
     async fn decode_authenticated(
         &self,
         request: &Request<()>,

@@ -247,9 +247,18 @@ async fn every_rpc_is_refused_without_authority() {
             .await
             .expect_err("conformance"),
     );
-    // A junk session is unauthenticated even on bad input of a self-authenticating method.
+    // A junk session is unauthenticated whatever the input: on the self-authenticating
+    // `Reduce` with input over the cap, and on `ReduceStored` with a context that does not parse.
     let mut junk =
         s.client_with("lws_0000000000000000000000000000000000000000000000000000000000000000");
+    let refused = junk
+        .reduce(pb::ReduceRequest {
+            input: vec![b' '; lychd_helmloop::DEFAULT_MAX_BYTES + 1],
+            ..Default::default()
+        })
+        .await
+        .expect_err("junk");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
     let refused = junk
         .reduce_stored(pb::ReduceStoredRequest {
             context: b"{".to_vec(),
