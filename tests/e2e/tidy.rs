@@ -51,11 +51,7 @@ fn entries() -> Vec<Entry> {
         Entry {
             spec: lychd_helmloop_service::spec(),
             package: "lychd-helmloop-service",
-            scaffold: Some((
-                "HelmLoop",
-                "helm_loop_server",
-                "reduces records into a disposition; never creates owner records, reads the clock or executes anything",
-            )),
+            scaffold: None,
         },
     ]
 }

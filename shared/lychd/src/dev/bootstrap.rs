@@ -21,8 +21,10 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API, so the printed examples work, and the approver's
-/// side of consent (review every consent, settle any effect's, cancel a run's).
+/// Dispatcher's read, lease and observe API, so the printed examples work; the approver's side
+/// of consent (review every consent, settle any effect's, cancel a run's, manage standing
+/// rules); and the whole HelmLoop API, owner records included (the operator stands in for the
+/// owners in dev).
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("ward:review", "consent:*"),
     ("ward:approve", "effect:*"),
@@ -34,6 +36,27 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
     ("dispatcher:observe", "animator:*"),
+    ("helmloop:append_observation", "subject:*"),
+    ("helmloop:append_learning_proposal", "subject:*"),
+    ("helmloop:append_contract", "subject:*"),
+    ("helmloop:append_grant", "subject:*"),
+    ("helmloop:append_assurance", "subject:*"),
+    ("helmloop:append_promotion", "subject:*"),
+    ("helmloop:append_learning_acceptance", "subject:*"),
+    ("helmloop:read", "subject:*"),
+    ("helmloop:reduce", "subject:*"),
+    ("helmloop:reduce", "office:helmloop"),
+    ("helmloop:check", "office:helmloop"),
+];
+
+/// HelmLoop's owner-record actions: besides the operator, only Ward's own service principal
+/// holds them (Ward issues owner records on an owner's approval).
+const WARD_GRANTS: &[(&str, &str)] = &[
+    ("helmloop:append_contract", "subject:*"),
+    ("helmloop:append_grant", "subject:*"),
+    ("helmloop:append_assurance", "subject:*"),
+    ("helmloop:append_promotion", "subject:*"),
+    ("helmloop:append_learning_acceptance", "subject:*"),
 ];
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
@@ -133,10 +156,11 @@ fn operator_grants() -> Vec<Grant> {
 }
 
 /// An office's service principal describes its peers; the Orchestrator also observes animators
-/// and closes and reopens admission.
+/// and closes and reopens admission; Ward also appends HelmLoop owner records.
 fn service_grants(office: Office) -> Vec<Grant> {
     let own: &'static [(&str, &str)] = match office {
         Office::Orchestrator => ORCHESTRATOR_GRANTS,
+        Office::Ward => WARD_GRANTS,
         _ => &[],
     };
     Office::ALL
@@ -217,6 +241,10 @@ mod tests {
             Grant::Assign("dispatcher:lease", "lease:*"),
             Grant::Assign("dispatcher:observe", "animator:*"),
         ]);
+        expected.extend(
+            assignments(OPERATOR_GRANTS)
+                .filter(|g| matches!(g, Grant::Assign(a, _) if a.starts_with("helmloop:"))),
+        );
         assert_eq!(grants.len(), expected.len(), "no grant twice: {grants:?}");
         assert_eq!(set(grants), expected);
     }
@@ -250,6 +278,11 @@ mod tests {
                         Grant::Assign("dispatcher:admission", "animator:*"),
                     ])
                 );
+            } else if office == Office::Ward {
+                assert!(
+                    held.iter().all(|a| OWNER_ACTIONS.contains(a)),
+                    "ward holds {held:?}"
+                );
             } else {
                 assert!(held.is_empty(), "{office} holds {held:?}");
             }
@@ -258,6 +291,35 @@ mod tests {
             !actions(&operator_grants()).contains("dispatcher:admission"),
             "admission is the Orchestrator's alone"
         );
+    }
+
+    /// HelmLoop's owner-record append actions.
+    const OWNER_ACTIONS: [&str; 5] = [
+        "helmloop:append_contract",
+        "helmloop:append_grant",
+        "helmloop:append_assurance",
+        "helmloop:append_promotion",
+        "helmloop:append_learning_acceptance",
+    ];
+
+    #[test]
+    fn only_ward_and_the_operator_append_helmloop_owner_records() {
+        for office in Office::ALL {
+            let held = actions(&service_grants(office));
+            let owner: BTreeSet<&str> = held
+                .iter()
+                .copied()
+                .filter(|a| OWNER_ACTIONS.contains(a))
+                .collect();
+            if office == Office::Ward {
+                assert_eq!(owner, BTreeSet::from(OWNER_ACTIONS), "ward");
+            } else {
+                assert!(owner.is_empty(), "{office} holds {owner:?}");
+            }
+        }
+        let operator = actions(&operator_grants());
+        assert!(OWNER_ACTIONS.iter().all(|a| operator.contains(a)));
+        assert!(operator.contains("helmloop:append_observation"));
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub(super) fn summary(
         .to_string()
         .replace("operator.ward.", "operator.<office>.");
     let dispatcher = loopback(ports[&Office::Dispatcher]);
+    let helmloop = loopback(ports[&Office::HelmLoop]);
+    let helmloop_token = layout.operator_token(Office::HelmLoop);
+    let helmloop_token = helmloop_token.display();
     lines.extend([
         format!(
             "runtime       {runtime}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})"
@@ -52,6 +55,9 @@ pub(super) fn summary(
         ),
         format!(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\", \"request_id\": \"try-1\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
+        ),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {helmloop_token})\" -d \"{{\\\"document\\\": \\\"$(base64 -w0 fixtures/helmloop/records/outcome-contract-v1.json)\\\"}}\" {helmloop} lychd.helmloop.v1.HelmLoop/Digest"
         ),
         String::new(),
         "Ctrl-C stops everything.".into(),
