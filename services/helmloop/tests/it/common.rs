@@ -106,6 +106,12 @@ pub fn bytes(v: &Value) -> Vec<u8> {
     to_canonical_vec(v).expect("canonical")
 }
 
+/// The canonical bytes of a case's evaluation input (nesting counted per record, so a case
+/// whose records are nested to the limit still has bytes).
+pub fn input_bytes(case: &Case) -> Vec<u8> {
+    case.input.canonical_bytes().expect("canonical input")
+}
+
 /// The records of an evaluation input, each as canonical bytes.
 pub fn records_of(input: &Value) -> Vec<Vec<u8>> {
     input

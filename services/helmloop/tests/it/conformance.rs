@@ -18,7 +18,7 @@ async fn every_core_case_through_reduce_is_byte_identical_to_the_in_process_redu
     assert!(cases.len() >= 170, "{} cases", cases.len());
     for case in &cases {
         let expected = reduce(&case.input);
-        let got = crate::common::reduce(&mut s.client, bytes(case.input.value())).await;
+        let got = crate::common::reduce(&mut s.client, input_bytes(case)).await;
         assert_eq!(
             String::from_utf8(got.result).expect("utf8"),
             expected.to_json(),
@@ -88,7 +88,7 @@ async fn append_then_reduce_stored_equals_inline_reduce_on_every_storable_core_c
     for case in core_cases() {
         s.wipe().await;
         let input = case.input.value();
-        let inline = crate::common::reduce(&mut s.client, bytes(input)).await;
+        let inline = crate::common::reduce(&mut s.client, input_bytes(&case)).await;
         if input.get("protocolVersion").and_then(Value::as_str) != Some("0.1") {
             skipped
                 .entry(Skipped::OtherVersion)

@@ -230,10 +230,14 @@ mod tests {
     }
 
     #[test]
-    fn the_operator_describes_every_office_and_reads_leases_and_observes_at_the_dispatcher() {
+    fn the_operator_describes_every_office_reads_leases_observes_and_approves_consents() {
         let grants = operator_grants();
         let mut expected = describing(Office::ALL);
         expected.extend([
+            Grant::Assign("ward:review", "consent:*"),
+            Grant::Assign("ward:approve", "effect:*"),
+            Grant::Assign("ward:cancel", "run:*"),
+            Grant::Assign("ward:administer", "preauth:*"),
             Grant::Assign("dispatcher:read", "capability:*"),
             Grant::Assign("dispatcher:read", "lease:*"),
             Grant::Assign("dispatcher:read", "event:*"),
