@@ -49,8 +49,8 @@ pub mod testing {
     use futures::future::BoxFuture;
 
     /// Called with the operation's name (`intake`, `lifecycle`, `recall`, `resolve`, `inspect`,
-    /// `list`, `get`).
-    pub type Hook = Arc<dyn Fn(&'static str) -> BoxFuture<'static, ()> + Send + Sync>;
+    /// `list`, `get`) and its namespace.
+    pub type Hook = Arc<dyn Fn(&'static str, &str) -> BoxFuture<'static, ()> + Send + Sync>;
 
     static HOOK: Mutex<Option<Hook>> = Mutex::new(None);
 
@@ -58,10 +58,10 @@ pub mod testing {
         *HOOK.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
-    pub(crate) async fn before_answer(operation: &'static str) {
+    pub(crate) async fn before_answer(operation: &'static str, namespace: &str) {
         let hook = HOOK.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(hook) = hook {
-            hook(operation).await;
+            hook(operation, namespace).await;
         }
     }
 }

@@ -68,7 +68,7 @@ impl Archive for ArchiveService {
             .intake(&principal.id, &cmd, recheck.clone())
             .await
             .map_err(err)?;
-        answer("intake", &recheck).await?;
+        answer("intake", &cmd.namespace, &recheck).await?;
         Ok(Response::new(pb::IntakeResponse {
             note: Some(convert::note(&done.note)),
             replayed: done.replayed,
@@ -111,7 +111,7 @@ impl Archive for ArchiveService {
             .recall(&principal.id, &cmd, recheck.clone())
             .await
             .map_err(err)?;
-        answer("recall", &recheck).await?;
+        answer("recall", &cmd.namespace, &recheck).await?;
         let Recollection {
             receipt,
             notes,
@@ -139,7 +139,7 @@ impl Archive for ArchiveService {
             .resolve(&namespace, &request_id)
             .await
             .map_err(err)?;
-        answer("resolve", &recheck).await?;
+        answer("resolve", &namespace, &recheck).await?;
         Ok(Response::new(pb::ResolveReceiptResponse {
             receipt: Some(convert::receipt(&done.receipt)),
             notes: done.notes.iter().map(convert::recalled).collect(),
@@ -161,7 +161,7 @@ impl Archive for ArchiveService {
             .inspect(&namespace, &request_id)
             .await
             .map_err(err)?;
-        answer("inspect", &recheck).await?;
+        answer("inspect", &namespace, &recheck).await?;
         Ok(Response::new(pb::InspectReceiptResponse {
             receipt: Some(convert::receipt(&receipt)),
         }))
@@ -185,7 +185,7 @@ impl Archive for ArchiveService {
             )
             .await
             .map_err(err)?;
-        answer("list", &recheck).await?;
+        answer("list", &cmd.namespace, &recheck).await?;
         let size = cmd.size as usize;
         let more = rows.len() > size;
         let rows = &rows[..rows.len().min(size)];
@@ -209,7 +209,7 @@ impl Archive for ArchiveService {
             .authorize(&request, actions::INSPECT, &namespace)
             .await?;
         let note = self.service.get_note(&namespace, id).await.map_err(err)?;
-        answer("get", &recheck).await?;
+        answer("get", &namespace, &recheck).await?;
         Ok(Response::new(pb::GetNoteResponse {
             note: Some(convert::note(&note)),
         }))
@@ -218,8 +218,8 @@ impl Archive for ArchiveService {
 
 /// The last boundary: Ward asked again after the transaction ended, immediately before the
 /// answer (the test seam [`crate::testing`] runs just before it).
-async fn answer(operation: &'static str, recheck: &Recheck) -> Result<(), Status> {
-    crate::testing::before_answer(operation).await;
+async fn answer(operation: &'static str, namespace: &str, recheck: &Recheck) -> Result<(), Status> {
+    crate::testing::before_answer(operation, namespace).await;
     recheck().await.map_err(err)
 }
 
@@ -238,7 +238,7 @@ impl ArchiveService {
             .change(&cmd, recheck.clone())
             .await
             .map_err(err)?;
-        answer("lifecycle", &recheck).await?;
+        answer("lifecycle", &cmd.namespace, &recheck).await?;
         Ok(Response::new(pb::LifecycleResponse {
             note: Some(convert::note(&done.note)),
             superseded: done.superseded.as_ref().map(convert::note),
