@@ -21,7 +21,9 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API, so the printed examples work.
+/// Dispatcher's read, lease and observe API, and the Archive's intake, lifecycle, recall,
+/// resolve and inspect actions on every namespace (no note is seeded), so the printed and
+/// documented examples work.
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
@@ -29,6 +31,11 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
     ("dispatcher:observe", "animator:*"),
+    ("archive:intake", "namespace:*"),
+    ("archive:lifecycle", "namespace:*"),
+    ("archive:recall", "namespace:*"),
+    ("archive:resolve", "namespace:*"),
+    ("archive:inspect", "namespace:*"),
 ];
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
@@ -201,7 +208,7 @@ mod tests {
     }
 
     #[test]
-    fn the_operator_describes_every_office_and_reads_leases_and_observes_at_the_dispatcher() {
+    fn the_operator_describes_every_office_and_uses_the_dispatcher_and_the_archive() {
         let grants = operator_grants();
         let mut expected = describing(Office::ALL);
         expected.extend([
@@ -211,6 +218,11 @@ mod tests {
             Grant::Assign("dispatcher:lease", "capability:*"),
             Grant::Assign("dispatcher:lease", "lease:*"),
             Grant::Assign("dispatcher:observe", "animator:*"),
+            Grant::Assign("archive:intake", "namespace:*"),
+            Grant::Assign("archive:lifecycle", "namespace:*"),
+            Grant::Assign("archive:recall", "namespace:*"),
+            Grant::Assign("archive:resolve", "namespace:*"),
+            Grant::Assign("archive:inspect", "namespace:*"),
         ]);
         assert_eq!(grants.len(), expected.len(), "no grant twice: {grants:?}");
         assert_eq!(set(grants), expected);
