@@ -218,8 +218,8 @@ async fn main() {
     }
 
     // Intake: distinct notes (new sources), each in its own transaction, Ward asked twice.
-    println!("intake (new candidates into namespace `intake`, 5 s each):");
-    for concurrency in [1usize, 8, 32] {
+    println!("intake (new candidates, 5 s each; one namespace serializes its intakes):");
+    for (concurrency, spread) in [(1usize, 1usize), (8, 1), (32, 1), (32, 8), (32, 32)] {
         let counter = Arc::new(AtomicU64::new(0));
         let deadline = Instant::now() + Duration::from_secs(5);
         let started = Instant::now();
@@ -233,9 +233,9 @@ async fn main() {
                         let n = counter.fetch_add(1, Ordering::Relaxed);
                         let t = Instant::now();
                         c.intake(pb::IntakeRequest {
-                            namespace: "intake".into(),
-                            request_id: format!("in-{concurrency}-{n}"),
-                            source_key: format!("doc://{concurrency}/{n}"),
+                            namespace: format!("intake-{}", n as usize % spread),
+                            request_id: format!("in-{concurrency}-{spread}-{n}"),
+                            source_key: format!("doc://{concurrency}/{spread}/{n}"),
                             source_revision: "1".into(),
                             text: format!(
                                 "c{} w{} w{} bench note {n}",
@@ -265,7 +265,7 @@ async fn main() {
         let rate = all.len() as f64 / started.elapsed().as_secs_f64();
         let p = pct(all);
         println!(
-            "  c={concurrency:<3} {rate:>7.0} notes/s  p50 {:>7.3} ms  p95 {:>7.3} ms  (target >= 1,000/s: {})",
+            "  c={concurrency:<3} namespaces={spread:<3} {rate:>7.0} notes/s  p50 {:>7.3} ms  p95 {:>7.3} ms  (target >= 1,000/s: {})",
             ms(p.p50),
             ms(p.p95),
             if rate >= 1000.0 { "met" } else { "NOT met" }

@@ -165,7 +165,15 @@ impl Service {
             namespaces::ensure(&mut tx, ns, owner, self.settings.policy_revision).await?;
             self.namespace(&mut tx, ns, Mode::Update).await?;
         }
-        if let Some((digest, revision)) = notes::binding(&mut tx, ns, &cmd.request_id).await? {
+        let found = notes::find_for_intake(
+            &mut tx,
+            ns,
+            &cmd.request_id,
+            &cmd.source_key,
+            &cmd.source_revision,
+        )
+        .await?;
+        if let (Some(digest), Some(revision)) = (found.bound_digest, found.bound_revision) {
             if digest != request {
                 return Err(ArchiveError::IntakeConflict);
             }
@@ -176,9 +184,11 @@ impl Service {
                 replayed: true,
             });
         }
-        if let Some((revision, stored, state)) =
-            notes::by_source_revision(&mut tx, ns, &cmd.source_key, &cmd.source_revision).await?
-        {
+        if let (Some(revision), Some(stored), Some(state)) = (
+            found.existing_id,
+            found.existing_digest,
+            found.existing_state,
+        ) {
             if state == State::Revoked.as_str() {
                 return Err(ArchiveError::SourceRevoked);
             }
@@ -199,11 +209,10 @@ impl Service {
         if !rechecked {
             recheck().await?;
         }
-        let id = Uuid::new_v4();
-        notes::insert(
+        let note = notes::insert(
             &mut tx,
             &NewNote {
-                id,
+                id: Uuid::new_v4(),
                 namespace: ns,
                 source_key: &cmd.source_key,
                 source_revision: &cmd.source_revision,
@@ -214,10 +223,10 @@ impl Service {
                 classification: &cmd.classification,
                 observed_at: cmd.observed_at,
             },
+            &cmd.request_id,
+            &request,
         )
         .await?;
-        notes::bind(&mut tx, ns, &cmd.request_id, &request, id).await?;
-        let note = Self::note(&mut tx, ns, id).await?;
         tx.commit().await?;
         tracing::info!(namespace = ns, "note admitted");
         Ok(Intaken {

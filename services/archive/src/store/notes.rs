@@ -71,39 +71,40 @@ pub async fn list(
     .await
 }
 
-/// The intake binding of a request id: (request digest, revision).
-pub async fn binding(
+/// What an intake finds under the namespace lock, in one statement: the binding of its
+/// request id (request digest, revision) and the revision already stored under its source key
+/// and source revision (id, content digest, lifecycle state).
+#[derive(Debug, Clone, Default, sqlx::FromRow)]
+pub struct Found {
+    pub bound_digest: Option<Vec<u8>>,
+    pub bound_revision: Option<Uuid>,
+    pub existing_id: Option<Uuid>,
+    pub existing_digest: Option<Vec<u8>>,
+    pub existing_state: Option<String>,
+}
+
+pub async fn find_for_intake(
     conn: &mut PgConnection,
     namespace: &str,
     request_id: &str,
-) -> Result<Option<(Vec<u8>, Uuid)>, sqlx::Error> {
+    source_key: &str,
+    source_revision: &str,
+) -> Result<Found, sqlx::Error> {
     sqlx::query_as(
-        "SELECT request_digest, revision_id FROM archive.intake_requests
-         WHERE namespace = $1 AND request_id = $2",
+        "SELECT b.request_digest AS bound_digest, b.revision_id AS bound_revision,
+                r.id AS existing_id, r.content_digest AS existing_digest,
+                l.state AS existing_state
+         FROM (SELECT 1) one
+         LEFT JOIN archive.intake_requests b ON b.namespace = $1 AND b.request_id = $2
+         LEFT JOIN archive.note_revisions r
+             ON r.namespace = $1 AND r.source_key = $3 AND r.source_revision = $4
+         LEFT JOIN archive.lifecycle l ON l.revision_id = r.id",
     )
     .bind(namespace)
     .bind(request_id)
-    .fetch_optional(conn)
-    .await
-}
-
-/// The revision already stored under a source key and source revision: (id, content digest,
-/// lifecycle state).
-pub async fn by_source_revision(
-    conn: &mut PgConnection,
-    namespace: &str,
-    source_key: &str,
-    source_revision: &str,
-) -> Result<Option<(Uuid, Vec<u8>, String)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT r.id, r.content_digest, l.state FROM archive.note_revisions r
-         JOIN archive.lifecycle l ON l.revision_id = r.id
-         WHERE r.namespace = $1 AND r.source_key = $2 AND r.source_revision = $3",
-    )
-    .bind(namespace)
     .bind(source_key)
     .bind(source_revision)
-    .fetch_optional(conn)
+    .fetch_one(conn)
     .await
 }
 
@@ -142,24 +143,36 @@ pub struct NewNote<'a> {
     pub observed_at: OffsetDateTime,
 }
 
-/// Store a candidate revision: its source (once), the immutable revision, its text and search
-/// data (`simple` configuration) and its lifecycle at version 1. One statement.
-pub async fn insert(conn: &mut PgConnection, n: &NewNote<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
+/// Store a candidate revision bound to its intake request: its source (once), the immutable
+/// revision, its text and search data (`simple` configuration), its lifecycle at version 1 and
+/// the replay binding of `request_id`. One statement; answers the stored note.
+pub async fn insert(
+    conn: &mut PgConnection,
+    n: &NewNote<'_>,
+    request_id: &str,
+    request_digest: &[u8],
+) -> Result<NoteRow, sqlx::Error> {
+    let (created_at, changed_at): (OffsetDateTime, OffsetDateTime) = sqlx::query_as(
         "WITH s AS (
              INSERT INTO archive.sources (namespace, source_key) VALUES ($2, $3)
              ON CONFLICT DO NOTHING
          ), r AS (
              INSERT INTO archive.note_revisions (id, namespace, source_key, source_revision,
                  content_digest, chars, producer, classification, observed_at)
-             SELECT $1, $2, $3, $4, $6, $7, $8, $9, $10
-             RETURNING id
+             VALUES ($1, $2, $3, $4, $6, $7, $8, $9, $10)
+             RETURNING id, created_at
          ), t AS (
              INSERT INTO archive.note_texts (revision_id, namespace, body, search)
              SELECT id, $2, $5, to_tsvector('simple', $5) FROM r
+         ), l AS (
+             INSERT INTO archive.lifecycle (revision_id, namespace, source_key, state, version)
+             SELECT id, $2, $3, 'candidate', 1 FROM r
+             RETURNING changed_at
+         ), b AS (
+             INSERT INTO archive.intake_requests (namespace, request_id, request_digest, revision_id)
+             SELECT $2, $11, $12, id FROM r
          )
-         INSERT INTO archive.lifecycle (revision_id, namespace, source_key, state, version)
-         SELECT id, $2, $3, 'candidate', 1 FROM r",
+         SELECT r.created_at, l.changed_at FROM r, l",
     )
     .bind(n.id)
     .bind(n.namespace)
@@ -171,9 +184,27 @@ pub async fn insert(conn: &mut PgConnection, n: &NewNote<'_>) -> Result<(), sqlx
     .bind(n.producer)
     .bind(n.classification)
     .bind(n.observed_at)
-    .execute(conn)
+    .bind(request_id)
+    .bind(request_digest)
+    .fetch_one(conn)
     .await?;
-    Ok(())
+    Ok(NoteRow {
+        id: n.id,
+        namespace: n.namespace.to_owned(),
+        source_key: n.source_key.to_owned(),
+        source_revision: n.source_revision.to_owned(),
+        content_digest: n.content_digest.to_vec(),
+        chars: n.chars,
+        producer: n.producer.to_owned(),
+        classification: n.classification.to_owned(),
+        observed_at: n.observed_at,
+        created_at,
+        state: "candidate".to_owned(),
+        version: 1,
+        changed_at,
+        superseded_by: None,
+        text_held: true,
+    })
 }
 
 /// A lifecycle row, locked.

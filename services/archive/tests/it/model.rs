@@ -17,13 +17,20 @@ const WORDS: [&str; 4] = ["amber", "basalt", "cedar", "dune"];
 
 #[derive(Debug, Clone)]
 enum Op {
-    Intake { source: u8, rev: u8, variant: u8 },
+    Intake {
+        source: u8,
+        rev: u8,
+        variant: u8,
+    },
     Promote(usize),
     Archive(usize),
     Revoke(usize),
     Stale(usize),
     Recall(u8),
     Resolve(usize),
+    /// A revocation and a recall sent at once: the recall sees the notes either before or
+    /// after the revocation, never a mixture and never the revoked note after it.
+    RevokeDuringRecall(usize, u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -35,6 +42,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Stale),
         3 => (0u8..4).prop_map(Op::Recall),
         2 => any::<usize>().prop_map(Op::Resolve),
+        2 => (any::<usize>(), 0u8..4).prop_map(|(i, w)| Op::RevokeDuringRecall(i, w)),
     ]
 }
 
@@ -205,6 +213,59 @@ async fn run(s: &Stack, ns: &str, ops: Vec<Op>) {
                 me.version += 1;
                 let g = got.note.expect("note");
                 assert_eq!((g.state, g.version), (pb_state(next), me.version), "{at}");
+            }
+            Op::RevokeDuringRecall(i, w) => {
+                if m.notes.is_empty() {
+                    continue;
+                }
+                let i = i % m.notes.len();
+                let n = m.notes[i].clone();
+                let word = WORDS[usize::from(w)];
+                let eligible = |m: &Model| -> BTreeSet<String> {
+                    m.notes
+                        .iter()
+                        .filter(|n| n.state == St::Promoted && n.text.split(' ').any(|t| t == word))
+                        .map(|n| n.id.clone())
+                        .collect()
+                };
+                let before = eligible(&m);
+                let (mut c1, mut c2) = (c.clone(), c.clone());
+                let request_id = format!("q{step}");
+                let (revoked, recalled) = tokio::join!(
+                    c1.revoke(pb::LifecycleRequest {
+                        namespace: ns.into(),
+                        revision_id: n.id.clone(),
+                        expected_version: n.version,
+                    }),
+                    c2.recall(recall_req(ns, &request_id, word))
+                );
+                if n.state == St::Revoked {
+                    assert_eq!(
+                        reason(&revoked.expect_err(&at)),
+                        "LIFECYCLE_TRANSITION_INVALID",
+                        "{at}"
+                    );
+                } else {
+                    revoked.expect(&at);
+                    m.notes[i].state = St::Revoked;
+                    m.notes[i].version += 1;
+                }
+                let after = eligible(&m);
+                let got = recalled.expect(&at).into_inner();
+                let seen: BTreeSet<String> = ids(&got.notes).into_iter().collect();
+                assert!(
+                    seen == before || seen == after,
+                    "{at}: {seen:?} is neither {before:?} nor {after:?}"
+                );
+                let selection = got
+                    .notes
+                    .iter()
+                    .map(|r| {
+                        let n = r.note.as_ref().expect("note");
+                        (n.revision_id.clone(), n.version)
+                    })
+                    .collect();
+                m.receipts.push((request_id, selection));
             }
             Op::Recall(w) => {
                 let word = WORDS[usize::from(w)];
