@@ -97,6 +97,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_deploy_example_validates_with_the_defaults() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/config/archive.toml");
+        let cfg = OfficeConfig::load(Office::Archive, Some(&file), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = load(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        let d = load(&OfficeConfig::defaults(Office::Archive)).expect("defaults");
+        assert_eq!(
+            (
+                s.policy_revision,
+                s.max_note_chars,
+                s.max_query_chars,
+                s.max_results,
+                s.max_chars
+            ),
+            (
+                d.policy_revision,
+                d.max_note_chars,
+                d.max_query_chars,
+                d.max_results,
+                d.max_chars
+            )
+        );
+    }
+
+    #[test]
     fn defaults_and_a_bad_bound_named_by_field() {
         let mut cfg = OfficeConfig::defaults(Office::Archive);
         let s = load(&cfg).expect("defaults load");

@@ -61,3 +61,42 @@ async fn a_mutation_waits_for_recalls_and_fails_past_the_lock_timeout() {
     tx.rollback().await.expect("release");
     revoke(&mut s.client, &n).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_transaction_sets_its_own_timeouts_and_a_statement_past_five_seconds_is_an_error() {
+    use lychd_archive::error::ArchiveError;
+    let s = stack().await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&s.spawned.db.runtime_url(lychd_runtime::Office::Archive))
+        .await
+        .expect("runtime pool");
+    let mut tx = lychd_archive::store::begin(&pool).await.expect("begin");
+    let set: (String, String) = sqlx::query_as(
+        "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("settings");
+    assert_eq!(set, ("5s".to_owned(), "2s".to_owned()));
+    let started = Instant::now();
+    let e = sqlx::query("SELECT pg_sleep(6)")
+        .execute(&mut *tx)
+        .await
+        .expect_err("cancelled by the statement timeout");
+    assert!(started.elapsed() < Duration::from_secs(6));
+    let status = tonic::Status::from(ArchiveError::Database(e));
+    assert_eq!(
+        (status.code(), reason(&status).as_str()),
+        (Code::DeadlineExceeded, "DATABASE_TIMEOUT")
+    );
+    drop(tx);
+    // The same connection, after the transaction: its own defaults, untouched.
+    let after: (String, String) = sqlx::query_as(
+        "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("settings");
+    assert_eq!(after, ("0".to_owned(), "0".to_owned()));
+}
