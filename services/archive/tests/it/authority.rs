@@ -226,7 +226,26 @@ async fn authority_withdrawn_while_waiting_for_the_namespace_writes_nothing() {
         c.intake(note("waits", "r2", "doc://b", "1", "basalt"))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The intake is past its first decision and waits for the namespace row.
+    let mut watcher = s.db().await;
+    let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watcher)
+        .await
+        .expect("pg_stat_activity");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the intake never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     unassign(
         &mut warden,
         &s.spawned.tester_id,
@@ -240,6 +259,9 @@ async fn authority_withdrawn_while_waiting_for_the_namespace_writes_nothing() {
         .expect("join")
         .expect_err("refused before the write");
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    // Refused by the second question (the first decision's policy generation is stale), not
+    // by the first.
+    assert_eq!(reason(&e), "POLICY_GENERATION_STALE", "{e:?}");
     let listed = s
         .client
         .list_notes(pb::ListNotesRequest {
