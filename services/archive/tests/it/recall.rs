@@ -108,7 +108,8 @@ async fn better_matches_rank_first() {
 #[tokio::test]
 async fn whole_notes_are_fitted_to_the_character_budget_and_omissions_reported() {
     let mut s = stack().await;
-    // Ranks: the shortest note scores highest (same term count, fewer words).
+    // One occurrence of the term each: equal scores (`ts_rank` without length normalization),
+    // so the rank order is the revision id order.
     let a = promoted(&mut s.client, "notes", "doc://a", "1", "kite").await; // 4 chars
     let b = promoted(
         &mut s.client,
@@ -135,9 +136,12 @@ async fn whole_notes_are_fitted_to_the_character_budget_and_omissions_reported()
         .await
         .expect("recall")
         .into_inner();
+    let mut kept = vec![a.revision_id.clone(), b.revision_id.clone()];
+    kept.sort();
     assert_eq!(
         ids(&got.notes),
-        [a.revision_id.clone(), b.revision_id.clone()]
+        kept,
+        "the 31-character note does not fit 30"
     );
     for n in &got.notes {
         assert_eq!(
@@ -255,4 +259,34 @@ async fn a_revocation_committed_before_a_recall_is_never_returned_by_it() {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_note_too_long_for_what_is_left_is_skipped_and_a_later_shorter_one_still_fits() {
+    let mut s = stack().await;
+    let first = promoted(&mut s.client, "notes", "doc://1", "1", "kite kite kite").await; // 14
+    let second = promoted(
+        &mut s.client,
+        "notes",
+        "doc://2",
+        "1",
+        "kite kite and a long long tail here",
+    )
+    .await; // 35
+    let third = promoted(&mut s.client, "notes", "doc://3", "1", "kite").await; // 4
+    let got = s
+        .client
+        .recall(pb::RecallRequest {
+            max_chars: 20,
+            ..recall_req("notes", "q1", "kite")
+        })
+        .await
+        .expect("recall")
+        .into_inner();
+    assert_eq!(ids(&got.notes), [first.revision_id, third.revision_id]);
+    assert!(got.notes[0].score > got.notes[1].score);
+    assert_eq!(
+        got.receipt.expect("receipt").omitted_revision_ids,
+        [second.revision_id]
+    );
 }
