@@ -6,7 +6,8 @@
 //! lifecycle changes, `FOR SHARE` for recall, resolution and metadata reads — so every
 //! operation on a namespace has one decision order. A use case that writes awaits its
 //! [`Recheck`] (Ward asked again with the first decision's policy generation) under that lock,
-//! immediately before its first write; a refusal there rolls everything back. The handler asks
+//! answered before its first write (intake asks it alongside its one lookup; lifecycle changes
+//! and recall after theirs); a refusal there rolls everything back. The handler asks
 //! once more after the transaction has ended, before returning any material.
 
 use std::sync::Arc;
@@ -156,23 +157,37 @@ impl Service {
         let request = cmd.request_digest(&content);
         let ns = cmd.namespace.as_str();
         let mut tx = store::begin(&self.pool).await?;
-        // Ward was asked before this; it is asked again before the first write, once.
-        let mut rechecked = false;
-        if self.namespace(&mut tx, ns, Mode::Update).await?.is_none() {
+        // Ward was asked before this; it is asked again under the namespace lock, once, and
+        // answered before any write.
+        let found = if self.namespace(&mut tx, ns, Mode::Update).await?.is_none() {
             recheck().await?;
-            rechecked = true;
             // A concurrent first intake waits here for the other's commit, then finds its row.
             namespaces::ensure(&mut tx, ns, owner, self.settings.policy_revision).await?;
             self.namespace(&mut tx, ns, Mode::Update).await?;
-        }
-        let found = notes::find_for_intake(
-            &mut tx,
-            ns,
-            &cmd.request_id,
-            &cmd.source_key,
-            &cmd.source_revision,
-        )
-        .await?;
+            notes::find_for_intake(
+                &mut tx,
+                ns,
+                &cmd.request_id,
+                &cmd.source_key,
+                &cmd.source_revision,
+            )
+            .await?
+        } else {
+            // The lock is held: the second question overlaps the lookup (the namespace's
+            // critical section is what bounds one namespace's intake rate).
+            let (found, asked) = tokio::join!(
+                notes::find_for_intake(
+                    &mut tx,
+                    ns,
+                    &cmd.request_id,
+                    &cmd.source_key,
+                    &cmd.source_revision,
+                ),
+                recheck()
+            );
+            asked?;
+            found?
+        };
         if let (Some(digest), Some(revision)) = (found.bound_digest, found.bound_revision) {
             if digest != request {
                 return Err(ArchiveError::IntakeConflict);
@@ -195,9 +210,6 @@ impl Service {
             if stored != content {
                 return Err(ArchiveError::SourceConflict);
             }
-            if !rechecked {
-                recheck().await?;
-            }
             notes::bind(&mut tx, ns, &cmd.request_id, &request, revision).await?;
             let note = Self::note(&mut tx, ns, revision).await?;
             tx.commit().await?;
@@ -205,9 +217,6 @@ impl Service {
                 note,
                 replayed: true,
             });
-        }
-        if !rechecked {
-            recheck().await?;
         }
         let note = notes::insert(
             &mut tx,
