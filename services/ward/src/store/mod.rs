@@ -17,6 +17,7 @@
 pub mod assignments;
 pub mod audit;
 pub mod bootstrap;
+pub mod consents;
 pub mod credentials;
 pub mod decision_log;
 pub mod decisions;

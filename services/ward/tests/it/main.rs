@@ -7,6 +7,7 @@
 mod audit;
 mod bootstrap;
 mod common;
+mod consent;
 mod credentials;
 mod decision_log;
 mod decisions;

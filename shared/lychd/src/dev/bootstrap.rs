@@ -21,10 +21,14 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API, and the Archive's intake, lifecycle, recall,
-/// resolve and inspect actions on every namespace (no note is seeded), so the printed and
-/// documented examples work.
+/// Dispatcher's read, lease and observe API, so the printed examples work, the approver's
+/// side of consent (review every consent, settle any effect's, cancel a run's), and the
+/// Archive's intake, lifecycle, recall, resolve and inspect actions on every namespace (no note
+/// is seeded), so the documented walk works.
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
+    ("ward:review", "consent:*"),
+    ("ward:approve", "effect:*"),
+    ("ward:cancel", "run:*"),
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
     ("dispatcher:read", "event:*"),
@@ -212,6 +216,9 @@ mod tests {
         let grants = operator_grants();
         let mut expected = describing(Office::ALL);
         expected.extend([
+            Grant::Assign("ward:review", "consent:*"),
+            Grant::Assign("ward:approve", "effect:*"),
+            Grant::Assign("ward:cancel", "run:*"),
             Grant::Assign("dispatcher:read", "capability:*"),
             Grant::Assign("dispatcher:read", "lease:*"),
             Grant::Assign("dispatcher:read", "event:*"),
