@@ -121,6 +121,7 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &endpoints["ward"],
         &tokens[&Office::Ward],
     );
+    operator_walks_the_archive_as_documented(&endpoints["archive"], &tokens[&Office::Archive]);
 
     let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
@@ -469,4 +470,86 @@ fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(ward: &str, t
     assert_eq!(granted["consent"]["consentId"], consent["consentId"]);
     let _ = watcher.kill();
     let _ = watcher.wait();
+}
+
+/// The Archive walk of `docs/archive.md` (intake → promote → recall → revoke → resolve), run
+/// exactly as its command block says, with the dev operator's Archive session: the recall
+/// finds the note, and resolving its receipt after the revocation is refused.
+fn operator_walks_the_archive_as_documented(archive: &str, token: &str) {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/archive.md"),
+    )
+    .expect("docs/archive.md");
+    let block = doc
+        .split("<!-- archive-walk -->\n```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the walk's command block");
+    let commands: Vec<(String, String)> = block
+        .lines()
+        .filter(|l| l.starts_with("grpcurl "))
+        .map(|l| {
+            let body = l
+                .split_once("-d '")
+                .and_then(|(_, rest)| rest.rsplit_once("' \"$ARCHIVE\""))
+                .map(|(body, _)| body.to_owned())
+                .expect("-d '<body>' \"$ARCHIVE\"");
+            let method = l.rsplit(' ').next().expect("method").to_owned();
+            (method, body)
+        })
+        .collect();
+    let methods: Vec<&str> = commands
+        .iter()
+        .map(|(m, _)| m.trim_start_matches("lychd.archive.v1.Archive/"))
+        .collect();
+    assert_eq!(
+        methods,
+        ["Intake", "Promote", "Recall", "Revoke", "ResolveReceipt"]
+    );
+    let bearer = format!("authorization: Bearer {token}");
+    let mut revision = String::new();
+    let mut answers = Vec::new();
+    for (method, body) in &commands {
+        let body = body.replace("'$REVISION'", &revision);
+        let out = grpcurl(&["-plaintext", "-H", &bearer, "-d", &body, archive, method]);
+        if method.ends_with("/ResolveReceipt") {
+            assert!(!out.status.success(), "resolving after revoke must refuse");
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("FailedPrecondition") && err.contains("RECEIPT_NOTE_REVOKED"),
+                "{err}"
+            );
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON");
+        if method.ends_with("/Intake") {
+            revision = answer["note"]["revisionId"]
+                .as_str()
+                .expect("revision id")
+                .to_owned();
+        }
+        answers.push(answer);
+    }
+    assert_eq!(answers[0]["note"]["state"], "LIFECYCLE_STATE_CANDIDATE");
+    assert_eq!(answers[1]["note"]["state"], "LIFECYCLE_STATE_PROMOTED");
+    let recalled = &answers[2];
+    assert_eq!(
+        recalled["notes"][0]["note"]["revisionId"],
+        revision.as_str(),
+        "{recalled}"
+    );
+    assert_eq!(
+        recalled["notes"][0]["text"],
+        "The amber lantern hangs by the north door."
+    );
+    assert!(recalled["receipt"]["receiptId"].is_string(), "{recalled}");
+    assert_eq!(answers[3]["note"]["state"], "LIFECYCLE_STATE_REVOKED");
+    assert_eq!(answers[3]["note"]["version"], "3");
 }

@@ -42,11 +42,7 @@ fn entries() -> Vec<Entry> {
         Entry {
             spec: lychd_archive::spec(),
             package: "lychd-archive",
-            scaffold: Some((
-                "Archive",
-                "archive_server",
-                "keeps and recalls notes with receipts; never decides what is true or recalls across namespaces",
-            )),
+            scaffold: None,
         },
         Entry {
             spec: lychd_helmloop_service::spec(),

@@ -23,8 +23,9 @@ pub(super) const SECRET_MODE: u32 = 0o600;
 /// What the dev operator holds besides `ward:administer` and describing every office: the
 /// Dispatcher's read, lease and observe API, so the printed examples work; the approver's side
 /// of consent (review every consent, settle any effect's, cancel a run's, manage standing
-/// rules); and the whole HelmLoop API, owner records included (the operator stands in for the
-/// owners in dev).
+/// rules); the Archive's intake, lifecycle, recall, resolve and inspect actions on every
+/// namespace (no note is seeded), so the documented walk works; and the whole HelmLoop API,
+/// owner records included (the operator stands in for the owners in dev).
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("ward:review", "consent:*"),
     ("ward:approve", "effect:*"),
@@ -36,6 +37,11 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
     ("dispatcher:observe", "animator:*"),
+    ("archive:intake", "namespace:*"),
+    ("archive:lifecycle", "namespace:*"),
+    ("archive:recall", "namespace:*"),
+    ("archive:resolve", "namespace:*"),
+    ("archive:inspect", "namespace:*"),
     ("helmloop:append_observation", "subject:*"),
     ("helmloop:append_learning_proposal", "subject:*"),
     ("helmloop:append_contract", "subject:*"),
@@ -230,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn the_operator_describes_every_office_reads_leases_observes_and_approves_consents() {
+    fn the_operator_describes_every_office_approves_consents_and_uses_the_other_offices() {
         let grants = operator_grants();
         let mut expected = describing(Office::ALL);
         expected.extend([
@@ -244,6 +250,11 @@ mod tests {
             Grant::Assign("dispatcher:lease", "capability:*"),
             Grant::Assign("dispatcher:lease", "lease:*"),
             Grant::Assign("dispatcher:observe", "animator:*"),
+            Grant::Assign("archive:intake", "namespace:*"),
+            Grant::Assign("archive:lifecycle", "namespace:*"),
+            Grant::Assign("archive:recall", "namespace:*"),
+            Grant::Assign("archive:resolve", "namespace:*"),
+            Grant::Assign("archive:inspect", "namespace:*"),
         ]);
         expected.extend(
             assignments(OPERATOR_GRANTS)
