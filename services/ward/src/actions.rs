@@ -7,14 +7,14 @@ lychd_runtime::auth::actions! {
     ADMINISTER = "ward:administer";
     /// ask about other principals' tokens: `Authenticate` and `Authorize` (on `decision:*`)
     DECIDE = "ward:decide";
-    /// propose an effect for consent (`ProposeEffect`, on `effect:<effect_owner>`)
+    /// propose an effect for consent (`ProposeEffect`, on `effect:<effect_owner>`); make, annotate, withdraw or supersede one's own proposal (`CreateProposal`, `AppendProposalRecord`, `Withdraw`, `Supersede`)
     PROPOSE = "ward:propose";
     /// settle or revoke a consent (`Decide`, `RevokeConsent`, on `effect:<effect_owner>`)
     APPROVE = "ward:approve";
-    /// consume an approval at effect time (`ConsumeConsent`, on `effect:<effect_owner>`)
+    /// consume an approval at effect time (`ConsumeConsent`, on `effect:<effect_owner>`); append attempt and receipt references to a proposal (`AppendProposalRecord`)
     CONSUME = "ward:consume";
     /// cancel a run's pending consents (`CancelForRun`, on `run:<run_id>`)
     CANCEL = "ward:cancel";
-    /// read consents (`GetConsent`, `ListConsents`, on `consent:*`)
+    /// read consents and proposals (`GetConsent`, `ListConsents`, `WatchConsents`, `GetProposal`, `ListProposals`, on `consent:*`)
     REVIEW = "ward:review";
 }

@@ -69,6 +69,14 @@ pub mod reasons {
         CONSENT_RULE_INVALID = FailedPrecondition;
         /// no standing preauthorization rule has this slug
         PREAUTH_RULE_NOT_FOUND = NotFound;
+        /// no proposal has this id
+        PROPOSAL_NOT_FOUND = NotFound;
+        /// the consent is bound by a proposal already (a proposal binds exactly one consent, and a consent one proposal)
+        PROPOSAL_EXISTS = AlreadyExists;
+        /// only the principal that proposed the call may make, close or annotate its proposal
+        NOT_THE_PROPOSER = PermissionDenied;
+        /// the proposal was withdrawn or superseded already: it cannot be closed again or succeed another
+        PROPOSAL_CLOSED = FailedPrecondition;
     }
 }
 
@@ -88,6 +96,7 @@ pub enum Entity {
     Assignment,
     Consent,
     PreauthRule,
+    Proposal,
 }
 
 impl Entity {
@@ -99,6 +108,7 @@ impl Entity {
             Entity::Assignment => "assignment",
             Entity::Consent => "consent",
             Entity::PreauthRule => "preauthorization rule",
+            Entity::Proposal => "proposal",
         }
     }
 }
@@ -133,6 +143,12 @@ pub enum WardError {
     /// A consent cannot be settled, consumed or revoked as asked (nothing was changed).
     #[error("consent refused: {}", .0.as_str())]
     Consent(ConsentRefusal),
+    /// Only the principal that proposed the call may make, close or annotate its proposal.
+    #[error("not the proposer")]
+    NotProposer,
+    /// The proposal was withdrawn or superseded already.
+    #[error("proposal closed")]
+    ProposalClosed,
     /// As many watch streams are open as the office allows.
     #[error("stream limit reached")]
     StreamLimitReached,
@@ -163,6 +179,7 @@ impl From<sqlx::Error> for WardError {
             DbFailure::UniqueViolation(Some(c)) => WardError::AlreadyExists(match c.as_str() {
                 "principals_name_key" => Entity::Principal,
                 "assignments_live" => Entity::Assignment,
+                "proposals_consent_id_key" => Entity::Proposal,
                 c if c.starts_with("credentials") => Entity::Credential,
                 c if c.starts_with("sessions") => Entity::Session,
                 _ => return WardError::Database(e),
@@ -184,12 +201,14 @@ pub fn into_status(e: WardError) -> Status {
             Entity::Assignment => ASSIGNMENT_NOT_FOUND,
             Entity::Consent => CONSENT_NOT_FOUND,
             Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
+            Entity::Proposal => PROPOSAL_NOT_FOUND,
         }),
         WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
             Entity::Principal => PRINCIPAL_EXISTS,
             Entity::Credential => CREDENTIAL_EXISTS,
             Entity::Session => SESSION_EXISTS,
             Entity::Assignment => ASSIGNMENT_EXISTS,
+            Entity::Proposal => PROPOSAL_EXISTS,
             // Never raised: a replayed proposal returns its consent and a sync updates its rule.
             Entity::Consent | Entity::PreauthRule => lychd_runtime::refusal::common::INTERNAL,
         }),
@@ -208,6 +227,8 @@ pub fn into_status(e: WardError) -> Status {
         WardError::AlreadyBootstrapped => REFUSALS.refuse(ALREADY_BOOTSTRAPPED),
         WardError::DecisionLogUnavailable => REFUSALS.refuse(DECISION_LOG_UNAVAILABLE),
         WardError::StreamLimitReached => REFUSALS.refuse(STREAM_LIMIT_REACHED),
+        WardError::NotProposer => REFUSALS.refuse(NOT_THE_PROPOSER),
+        WardError::ProposalClosed => REFUSALS.refuse(PROPOSAL_CLOSED),
         WardError::Consent(r) => REFUSALS.refuse(match r {
             ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
             ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,

@@ -9,6 +9,7 @@
 
 mod consent;
 mod convert;
+mod proposal;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,6 +126,27 @@ impl WardService {
             .authorize(request, action, &effect_object(&owner))
             .await?;
         principal_uuid(&principal)
+    }
+}
+
+impl WardService {
+    /// The caller must hold `action` on the effect owner of proposal `id`'s consent (asked
+    /// immediately before the change): its principal id, and the proposal's initiator. An
+    /// unknown proposal is not found.
+    async fn on_proposal<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        id: Uuid,
+    ) -> Result<(Uuid, Uuid), Status> {
+        let (owner, initiated_by) = store::proposals::parties(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Proposal))?;
+        let principal = self
+            .ctx
+            .authorize(request, action, &effect_object(&owner))
+            .await?;
+        Ok((principal_uuid(&principal)?, initiated_by))
     }
 }
 
@@ -760,6 +782,124 @@ impl Ward for WardService {
                 .await?;
         Ok(Response::new(pb::ListConsentsResponse {
             consents: page.items.iter().map(consent::consent).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn create_proposal(
+        &self,
+        request: Request<pb::CreateProposalRequest>,
+    ) -> Result<Response<pb::CreateProposalResponse>, Status> {
+        let c = proposal::create(request.get_ref())?;
+        // Only the consent's requesting principal (checked with the consent locked).
+        let caller = self
+            .on_consent(&request, actions::PROPOSE, c.consent_id)
+            .await?;
+        let created = store::proposals::create(self.pool(), &c.as_new(), caller).await?;
+        tracing::info!(proposal = %created.id, consent = %created.consent_id, "proposal recorded");
+        Ok(Response::new(pb::CreateProposalResponse {
+            proposal: Some(proposal::proposal(&created)),
+        }))
+    }
+
+    async fn append_proposal_record(
+        &self,
+        request: Request<pb::AppendProposalRecordRequest>,
+    ) -> Result<Response<pb::AppendProposalRecordResponse>, Status> {
+        use crate::domain::proposal::Appender;
+        let (id, record) = proposal::append(request.get_ref())?;
+        let appender = record
+            .kind
+            .appended_by()
+            .ok_or_else(|| WardError::invalid("kind", "is appended by ward or by its own call"))?;
+        let action = match appender {
+            Appender::Proposer => actions::PROPOSE,
+            Appender::EffectOwner => actions::CONSUME,
+        };
+        let (caller, initiated_by) = self.on_proposal(&request, action, id).await?;
+        if appender == Appender::Proposer && caller != initiated_by {
+            return Err(WardError::NotProposer.into());
+        }
+        let appended = store::proposals::append_record(self.pool(), id, &record, caller).await?;
+        // The kind and number only: the text is untrusted content and never logged.
+        tracing::info!(proposal = %id, seq = appended.seq, kind = appended.kind.as_str(), "proposal record appended");
+        Ok(Response::new(pb::AppendProposalRecordResponse {
+            record: Some(proposal::record(&appended)),
+        }))
+    }
+
+    async fn supersede(
+        &self,
+        request: Request<pb::SupersedeRequest>,
+    ) -> Result<Response<pb::SupersedeResponse>, Status> {
+        let (predecessor, successor) = proposal::supersede(request.get_ref())?;
+        let (caller, _) = self
+            .on_proposal(&request, actions::PROPOSE, predecessor)
+            .await?;
+        let (closed, consent) = store::proposals::close(
+            self.pool(),
+            predecessor,
+            store::proposals::Closing::Supersede(successor),
+            caller,
+        )
+        .await?;
+        tracing::info!(proposal = %predecessor, successor = %successor, "proposal superseded");
+        Ok(Response::new(pb::SupersedeResponse {
+            predecessor: Some(proposal::proposal(&closed)),
+            predecessor_consent: Some(consent::consent(&consent)),
+        }))
+    }
+
+    async fn withdraw(
+        &self,
+        request: Request<pb::WithdrawRequest>,
+    ) -> Result<Response<pb::WithdrawResponse>, Status> {
+        let id = convert::id("proposal_id", &request.get_ref().proposal_id)?;
+        let (caller, _) = self.on_proposal(&request, actions::PROPOSE, id).await?;
+        let (closed, consent) =
+            store::proposals::close(self.pool(), id, store::proposals::Closing::Withdraw, caller)
+                .await?;
+        tracing::info!(proposal = %id, "proposal withdrawn");
+        Ok(Response::new(pb::WithdrawResponse {
+            proposal: Some(proposal::proposal(&closed)),
+            consent: Some(consent::consent(&consent)),
+        }))
+    }
+
+    async fn get_proposal(
+        &self,
+        request: Request<pb::GetProposalRequest>,
+    ) -> Result<Response<pb::GetProposalResponse>, Status> {
+        let (id, size, after) = proposal::get(request.get_ref())?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let found = store::proposals::get(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Proposal))?;
+        let page = store::proposals::records(self.pool(), id, size, after).await?;
+        Ok(Response::new(pb::GetProposalResponse {
+            proposal: Some(proposal::proposal(&found)),
+            records: page.items.iter().map(proposal::record).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn list_proposals(
+        &self,
+        request: Request<pb::ListProposalsRequest>,
+    ) -> Result<Response<pb::ListProposalsResponse>, Status> {
+        let (group, size, after) = proposal::list(request.get_ref())?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let page = store::proposals::list(self.pool(), group, size, after).await?;
+        Ok(Response::new(pb::ListProposalsResponse {
+            proposals: page.items.iter().map(proposal::proposal).collect(),
             page: Some(PageResponse {
                 next_page_token: page.next_page_token,
             }),

@@ -10,6 +10,7 @@ pub mod kinds;
 pub mod lifetime;
 pub mod paging;
 pub mod preauth;
+pub mod proposal;
 pub mod secret;
 
 // Bad input is collected in `lychd_runtime::refusal::Violations` while a request is decoded

@@ -30,6 +30,10 @@ pub enum List {
     Audit,
     /// By sequence number, descending (newest first).
     Consents,
+    /// By sequence number, ascending (a revision after what it revises).
+    Proposals,
+    /// By record number, ascending.
+    ProposalRecords,
 }
 
 impl List {
@@ -39,6 +43,8 @@ impl List {
             List::Assignments => "a1",
             List::Audit => "u1",
             List::Consents => "c1",
+            List::Proposals => "r1",
+            List::ProposalRecords => "h1",
         }
     }
 }
@@ -72,7 +78,8 @@ pub fn uuid_after(list: List, token: &str) -> Result<Option<Uuid>, &'static str>
     }
 }
 
-/// Token after the item with `seq` (lists keyed by sequence number: the audit, consents).
+/// Token after the item with `seq` (lists keyed by sequence number: the audit, consents,
+/// proposals and their records; [`seq_before`] decodes it whichever way the list runs).
 pub fn seq_token(list: List, seq: i64) -> String {
     encode(list, &seq.to_string())
 }

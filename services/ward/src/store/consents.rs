@@ -406,18 +406,8 @@ pub async fn consume(pool: &PgPool, id: Uuid, digest: &str, by: Uuid) -> Result<
 /// returned as it is).
 pub async fn revoke(pool: &PgPool, id: Uuid, by: Uuid) -> Result<ConsentRecord> {
     let mut conn = pool.acquire().await?;
-    let revoked = sqlx::query_as::<_, Row>(&format!(
-        "UPDATE ward.consents c SET revoked_at = statement_timestamp(), revoked_by = $2
-         WHERE c.id = $1 AND c.state = 'granted' AND c.consumed_at IS NULL
-           AND c.revoked_at IS NULL
-         RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(by)
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(row) = revoked {
-        return row.record();
+    if let Some(revoked) = revoke_unconsumed(&mut conn, id, by).await? {
+        return Ok(revoked);
     }
     let current = read(&mut conn, id)
         .await?
@@ -427,6 +417,62 @@ pub async fn revoke(pool: &PgPool, id: Uuid, by: Uuid) -> Result<ConsentRecord> 
         c if c.consumed_at.is_some() => Err(WardError::Consent(ConsentRefusal::Consumed)),
         _ => Err(WardError::Consent(ConsentRefusal::NotGranted)),
     }
+}
+
+/// The guarded revocation: revoke `id` by `by` if it is granted, unconsumed and not revoked
+/// (the consent as revoked), else change nothing (`None`).
+pub(crate) async fn revoke_unconsumed(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    by: Uuid,
+) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "UPDATE ward.consents c SET revoked_at = statement_timestamp(), revoked_by = $2
+         WHERE c.id = $1 AND c.state = 'granted' AND c.consumed_at IS NULL
+           AND c.revoked_at IS NULL
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(by)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(Row::record)
+    .transpose()
+}
+
+/// The guarded cancellation of one consent (as [`cancel_for_run`] does for a run's): settle
+/// `id` as `cancelled` by `by` if it is still pending and unexpired, else change nothing
+/// (`None`).
+pub(crate) async fn cancel_pending(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    by: Uuid,
+) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "UPDATE ward.consents c
+         SET state = 'cancelled', decided_at = statement_timestamp(), decided_by = $2
+         WHERE c.id = $1 AND c.state = 'pending' AND c.expires_at > statement_timestamp()
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(by)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(Row::record)
+    .transpose()
+}
+
+/// Consent `id` locked for this transaction (`FOR UPDATE`: no verdict, consumption or
+/// revocation of it interleaves until the transaction ends), `None` when unknown.
+pub(crate) async fn lock(conn: &mut sqlx::PgConnection, id: Uuid) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "SELECT {COLUMNS} FROM ward.consents c WHERE c.id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(Row::record)
+    .transpose()
 }
 
 /// Settle every pending consent of `run_id` as `cancelled` by `by`; how many.
