@@ -10,7 +10,7 @@ use tonic::Code;
 use crate::consent::{Cast, cast_with, consume, decide, proposal, propose, reason};
 
 /// A rule for the test cast's proposer: `fs.write` of standard effects under `/srv/reports`.
-fn rule(slug: &str, extra: &str) -> String {
+pub(crate) fn rule(slug: &str, extra: &str) -> String {
     format!(
         r#"
 [[rule]]
@@ -26,7 +26,7 @@ path = ["/srv/reports"]
 }
 
 /// Ward with `files` in its preauthorization directory.
-async fn with_rules(files: &[(&str, String)]) -> (Cast, tempfile::TempDir) {
+pub(crate) async fn with_rules(files: &[(&str, String)]) -> (Cast, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tmp");
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).expect("rule file");
@@ -47,7 +47,7 @@ async fn uses(c: &Cast, slug: &str) -> i64 {
         .expect("rule row")
 }
 
-const IN_REPORTS: &str = r#"{"path":"/srv/reports/q4.txt"}"#;
+pub(crate) const IN_REPORTS: &str = r#"{"path":"/srv/reports/q4.txt"}"#;
 
 #[tokio::test]
 async fn a_matching_proposal_is_granted_by_the_rule_and_consumable_once() {

@@ -655,3 +655,113 @@ async fn explanation_text_never_appears_in_logs_or_errors() {
     );
     assert!(!logged.contains(MARK), "explanation text is never logged");
 }
+
+#[tokio::test]
+async fn human_standing_policy_and_clock_judgments_stay_distinguishable() {
+    use crate::preauth::{IN_REPORTS, rule, with_rules};
+    let (mut c, _dir) = with_rules(&[("a.toml", rule("reports", ""))]).await;
+    // Granted by the standing rule before the proposal existed: judgment as record 1.
+    let granted = propose(&mut c.proposer, "call-1", IN_REPORTS).await;
+    assert_eq!(granted.granted_by_rule, "reports");
+    let by_rule = create(&mut c.proposer, &granted, "", "")
+        .await
+        .expect("create");
+    let (_, records) = get(&mut c.approver, &by_rule.proposal_id).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].kind, pb::ProposalRecordKind::Judgment as i32);
+    assert_eq!(records[0].source, pb::RecordSource::StandingPolicy as i32);
+    assert_eq!(records[0].rule, "reports");
+    assert_eq!(records[0].actor, "", "no principal decided it");
+
+    // Decided by a human principal after the proposal: judged by the settlement itself.
+    let (human_id, human_token) = c.s.principal(pb::PrincipalKind::Human, "alice").await;
+    c.s.admin
+        .clone()
+        .ensure_assignment(
+            &human_id,
+            "ward:approve",
+            &format!("effect:{OWNER}"),
+            "ward",
+            "approve",
+        )
+        .await
+        .expect("assign");
+    let mut human = WardClient::new(lychd_testkit::channel_with(&c.s.endpoint(), &human_token));
+    let (pending, by_human) =
+        proposed(&mut c, "call-2", &by_rule.group_id, &by_rule.proposal_id).await;
+    decide(&mut human, &pending, pb::Verdict::Deny)
+        .await
+        .expect("deny");
+    let (_, records) = get(&mut c.approver, &by_human.proposal_id).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].source, pb::RecordSource::Human as i32);
+    assert_eq!(records[0].actor, human_id);
+    assert_eq!(records[0].judged, pb::ConsentState::Denied as i32);
+
+    // Expired by the database clock: judged by nobody, as a service (Ward's clock).
+    let (late, by_clock) =
+        proposed(&mut c, "call-3", &by_rule.group_id, &by_rule.proposal_id).await;
+    let mut su = c.s.db.superuser().await;
+    sqlx::query("SET session_replication_role = replica")
+        .execute(&mut su)
+        .await
+        .expect("replica");
+    sqlx::query(
+        "UPDATE ward.consents SET created_at = now() - interval '2 hours',
+             expires_at = now() - interval '1 hour' WHERE id = $1::uuid",
+    )
+    .bind(&late.consent_id)
+    .execute(&mut su)
+    .await
+    .expect("age");
+    let (_, records) = get(&mut c.approver, &by_clock.proposal_id).await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].judged, pb::ConsentState::Expired as i32);
+    assert_eq!(records[0].source, pb::RecordSource::Service as i32);
+    assert_eq!(records[0].actor, "");
+}
+
+#[tokio::test]
+async fn a_withdrawal_racing_a_verdict_always_leaves_nothing_consumable() {
+    let mut c = cast().await;
+    let mut races = Vec::new();
+    for i in 0..16 {
+        let (consent, p) = proposed(&mut c, &format!("call-{i}"), "", "").await;
+        let mut approver = c.approver.clone();
+        let mut proposer = c.proposer.clone();
+        let verdict_for = consent.clone();
+        let verdict =
+            tokio::spawn(
+                async move { decide(&mut approver, &verdict_for, pb::Verdict::Approve).await },
+            );
+        let withdrawal = tokio::spawn(async move {
+            proposer
+                .withdraw(pb::WithdrawRequest {
+                    proposal_id: p.proposal_id.clone(),
+                })
+                .await
+        });
+        races.push((consent, verdict, withdrawal));
+    }
+    for (consent, verdict, withdrawal) in races {
+        verdict
+            .await
+            .expect("task")
+            .expect("a verdict is answered either way");
+        withdrawal
+            .await
+            .expect("task")
+            .expect("withdrawn either way");
+        let now = consent_of(&mut c.approver, &consent.consent_id).await;
+        let fenced = now.state == pb::ConsentState::Cancelled as i32
+            || (now.state == pb::ConsentState::Granted as i32 && now.revoked_at.is_some());
+        assert!(fenced, "{now:?}");
+        let status = consume(&mut c.owner, &consent, &consent.binding_digest)
+            .await
+            .expect_err("never consumable");
+        assert!(
+            ["CONSENT_NOT_GRANTED", "CONSENT_REVOKED"].contains(&reason(&status).as_str()),
+            "{status:?}"
+        );
+    }
+}
