@@ -101,6 +101,7 @@ pub struct SandboxBuilder {
     peer_endpoints: Vec<(Office, Office, String)>,
     otlp_endpoint: Option<String>,
     grace_ms: Option<u64>,
+    sections: Vec<(Office, String)>,
 }
 
 impl Sandbox {
@@ -156,6 +157,12 @@ impl SandboxBuilder {
     /// `from` is configured to call `to` at `endpoint` (e.g. a stand-in that never answers).
     pub fn peer_endpoint(mut self, from: Office, to: Office, endpoint: impl Into<String>) -> Self {
         self.peer_endpoints.push((from, to, endpoint.into()));
+        self
+    }
+
+    /// Append `toml` to `office`'s configuration file (e.g. its `[office]` section).
+    pub fn config_text(mut self, office: Office, toml: impl Into<String>) -> Self {
+        self.sections.push((office, toml.into()));
         self
     }
 
@@ -325,6 +332,10 @@ fn write_config(
     }
     for (peer, endpoint) in peers {
         toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"{endpoint}\"\n"));
+    }
+    for (_, text) in b.sections.iter().filter(|(o, _)| *o == office) {
+        toml.push('\n');
+        toml.push_str(text);
     }
     let path = dir.join(format!("{office}.toml"));
     std::fs::write(&path, toml).expect("write office config");

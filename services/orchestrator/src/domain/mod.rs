@@ -1,0 +1,4 @@
+//! Pure rules of the office: planning from observations. No sqlx, no tonic, no clock, no I/O.
+//! (The conflict graph itself is the shared registry crate's: `lychd_registry::conflict`.)
+
+pub mod plan;
