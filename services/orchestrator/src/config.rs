@@ -4,6 +4,8 @@
 //! conflict graph. Validated once at start; every error names the file and the field and
 //! refuses start-up (exit 2).
 
+use std::time::Duration;
+
 use lychd_registry::conflict::ConflictGraph;
 use lychd_registry::registry::{AnimatorDecl, CapabilityDecl, Registry};
 use lychd_runtime::config::{ConfigError, OfficeConfig};
@@ -13,10 +15,81 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrchestratorSection {
+    /// A hard swap requested below this priority (0..=100) is declined before any effect;
+    /// NO_OP and SOFT_SWAP are never gated.
+    #[serde(default)]
+    pub min_priority_for_hard_swap: u8,
+    /// One observation budget for a preflight or a replan (the complete observation set),
+    /// in milliseconds (1..=60000).
+    #[serde(default = "d_planning")]
+    pub planning_timeout_ms: u64,
+    /// How long admission may stay closed waiting for leases to drain, in milliseconds
+    /// (1..=600000); then the transition reopens with no effect.
+    #[serde(default = "d_drain")]
+    pub drain_timeout_ms: u64,
+    /// One deadline for actuation plus verification (target WARM, evictees cold), and again
+    /// for a compensation, in milliseconds (1..=3600000).
+    #[serde(default = "d_warmup")]
+    pub warmup_timeout_ms: u64,
+    /// How often verification observes again, in milliseconds (1..=10000).
+    #[serde(default = "d_poll")]
+    pub poll_interval_ms: u64,
+    /// The longest single `AwaitDrain` call, in milliseconds (below the Dispatcher's
+    /// `drain_wait_max_ms`; 1..=60000).
+    #[serde(default = "d_drain_step")]
+    pub drain_wait_step_ms: u32,
+    /// How often an open `WatchTransitions` stream asks Ward again, in milliseconds
+    /// (100..=60000).
+    #[serde(default = "d_recheck")]
+    pub stream_recheck_interval_ms: u64,
+    /// Most `WatchTransitions` streams at once (1..=10000).
+    #[serde(default = "d_streams")]
+    pub stream_limit: usize,
+    /// The actuator: `{ kind = "simulated", endpoint = "http://127.0.0.1:PORT" }` (the
+    /// simulated host's control API). Without one every transition that needs the host is
+    /// declined with no effect.
+    pub actuator: Option<ActuatorDecl>,
     #[serde(default)]
     pub animators: Vec<AnimatorDecl>,
     #[serde(default)]
     pub capabilities: Vec<CapabilityDecl>,
+}
+
+/// `[office.actuator]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActuatorDecl {
+    pub kind: ActuatorKind,
+    pub endpoint: String,
+}
+
+/// Actuator kinds built so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActuatorKind {
+    Simulated,
+}
+
+fn d_planning() -> u64 {
+    5_000
+}
+fn d_drain() -> u64 {
+    30_000
+}
+fn d_warmup() -> u64 {
+    120_000
+}
+fn d_poll() -> u64 {
+    100
+}
+fn d_drain_step() -> u32 {
+    5_000
+}
+fn d_recheck() -> u64 {
+    2_000
+}
+fn d_streams() -> usize {
+    64
 }
 
 /// What the office runs with.
@@ -24,6 +97,16 @@ pub struct OrchestratorSection {
 pub struct Settings {
     pub registry: Registry,
     pub graph: ConflictGraph,
+    pub min_priority_for_hard_swap: u8,
+    pub planning_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub warmup_timeout: Duration,
+    pub poll_interval: Duration,
+    pub drain_wait_step_ms: u32,
+    pub stream_recheck_interval: Duration,
+    pub stream_limit: usize,
+    /// The simulated host's control endpoint, when configured.
+    pub simulated_host: Option<String>,
 }
 
 /// Read and validate `[office]`.
@@ -39,10 +122,67 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         field: format!("office.{field}"),
         message: message.into(),
     };
+    let range = |field: &str, v: u64, lo: u64, hi: u64| {
+        if (lo..=hi).contains(&v) {
+            Ok(Duration::from_millis(v))
+        } else {
+            Err(bad(field, &format!("must be between {lo} and {hi}")))
+        }
+    };
+    if section.min_priority_for_hard_swap > 100 {
+        return Err(bad(
+            "min_priority_for_hard_swap",
+            "must be between 0 and 100",
+        ));
+    }
+    let planning_timeout = range(
+        "planning_timeout_ms",
+        section.planning_timeout_ms,
+        1,
+        60_000,
+    )?;
+    let drain_timeout = range("drain_timeout_ms", section.drain_timeout_ms, 1, 600_000)?;
+    let warmup_timeout = range("warmup_timeout_ms", section.warmup_timeout_ms, 1, 3_600_000)?;
+    let poll_interval = range("poll_interval_ms", section.poll_interval_ms, 1, 10_000)?;
+    range(
+        "drain_wait_step_ms",
+        u64::from(section.drain_wait_step_ms),
+        1,
+        60_000,
+    )?;
+    let stream_recheck_interval = range(
+        "stream_recheck_interval_ms",
+        section.stream_recheck_interval_ms,
+        100,
+        60_000,
+    )?;
+    if !(1..=10_000).contains(&section.stream_limit) {
+        return Err(bad("stream_limit", "must be between 1 and 10000"));
+    }
+    let simulated_host = match &section.actuator {
+        None => None,
+        Some(a) => {
+            crate::actuator::Simulated::new(&a.endpoint)
+                .map_err(|e| bad("actuator.endpoint", e))?;
+            Some(a.endpoint.clone())
+        }
+    };
     let registry = Registry::build(&section.animators, &section.capabilities)
         .map_err(|e| bad(&e.field, &e.message))?;
     let graph = ConflictGraph::compile(&registry).map_err(|e| bad(&e.field, &e.message))?;
-    Ok(Settings { registry, graph })
+    Ok(Settings {
+        registry,
+        graph,
+        min_priority_for_hard_swap: section.min_priority_for_hard_swap,
+        planning_timeout,
+        drain_timeout,
+        warmup_timeout,
+        poll_interval,
+        drain_wait_step_ms: section.drain_wait_step_ms,
+        stream_recheck_interval,
+        stream_limit: section.stream_limit,
+        simulated_host,
+    })
 }
 
 #[cfg(test)]

@@ -6,12 +6,15 @@
 //! parsed and validated by the shared `lychd-registry`, compiled into the conflict graph).
 
 pub mod actions;
+pub mod actuator;
 pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod observe;
 pub mod service;
+pub mod store;
+pub mod transition;
 
 use lychd_runtime::Office;
 use lychd_runtime::cli::OfficeSpec;

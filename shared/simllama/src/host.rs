@@ -172,6 +172,16 @@ impl SimHost {
         (u.starts, u.stops)
     }
 
+    /// Set `/health` of a running unit (e.g. 503 loading, or an error status); no effect on a
+    /// stopped one.
+    pub async fn set_health(&self, unit: &str, health: SimHealth) {
+        let mut u = self.unit(unit).lock().await;
+        if let Some(sim) = &u.sim {
+            sim.set_health(health);
+            u.ready = health == SimHealth::Ok;
+        }
+    }
+
     /// Start or stop a unit directly (as an operator's break-glass action would).
     pub async fn force(&self, unit: &str, running: bool) {
         let mut u = self.unit(unit).lock().await;
@@ -238,39 +248,59 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
     let Some(unit) = units.get(*name) else {
         return json(404, r#"{"error":"unknown unit"}"#.into());
     };
+    let unit: &Mutex<Unit> = unit;
     match (method, *verb) {
+        // A job runs to its end in its own task, as a host's would: a client that hangs up
+        // (or is killed) does not cancel it.
         (Method::POST, "start") => {
-            let faults = {
+            let units = units.clone();
+            let name = (*name).to_owned();
+            let job = tokio::spawn(async move {
+                let unit = &units[&name];
+                let faults = {
+                    let mut u = unit.lock().await;
+                    u.starts += 1;
+                    u.faults
+                };
+                tokio::time::sleep(faults.start_latency).await;
                 let mut u = unit.lock().await;
-                u.starts += 1;
-                u.faults
-            };
-            tokio::time::sleep(faults.start_latency).await;
-            let mut u = unit.lock().await;
-            if faults.fail_start {
-                return json(500, r#"{"error":"start failed"}"#.into());
+                if faults.fail_start {
+                    return Some(json(500, r#"{"error":"start failed"}"#.into()));
+                }
+                if faults.hang_start {
+                    u.up(false).await;
+                    return None;
+                }
+                u.up(!faults.partial_start).await;
+                Some(json(200, state_json(&u).to_string()))
+            });
+            match job.await {
+                Ok(Some(answer)) => answer,
+                // A hung start never answers.
+                Ok(None) => std::future::pending().await,
+                Err(_) => json(500, r#"{"error":"job failed"}"#.into()),
             }
-            if faults.hang_start {
-                u.up(false).await;
-                drop(u);
-                return std::future::pending().await;
-            }
-            u.up(!faults.partial_start).await;
-            json(200, state_json(&u).to_string())
         }
         (Method::POST, "stop") => {
-            let faults = {
+            let units = units.clone();
+            let name = (*name).to_owned();
+            let job = tokio::spawn(async move {
+                let unit = &units[&name];
+                let faults = {
+                    let mut u = unit.lock().await;
+                    u.stops += 1;
+                    u.faults
+                };
+                tokio::time::sleep(faults.stop_latency).await;
                 let mut u = unit.lock().await;
-                u.stops += 1;
-                u.faults
-            };
-            tokio::time::sleep(faults.stop_latency).await;
-            let mut u = unit.lock().await;
-            if faults.fail_stop {
-                return json(500, r#"{"error":"stop failed"}"#.into());
-            }
-            u.down().await;
-            json(200, state_json(&u).to_string())
+                if faults.fail_stop {
+                    return json(500, r#"{"error":"stop failed"}"#.into());
+                }
+                u.down().await;
+                json(200, state_json(&u).to_string())
+            });
+            job.await
+                .unwrap_or_else(|_| json(500, r#"{"error":"job failed"}"#.into()))
         }
         (Method::PUT, "faults") => {
             let Ok(body) = req.into_body().collect().await else {

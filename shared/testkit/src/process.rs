@@ -126,6 +126,22 @@ impl Sandbox {
             .expect("office is part of the sandbox")
     }
 
+    /// Stop `office` with `signal` (SIGTERM: graceful; SIGKILL: as a crash), wait for it to
+    /// exit, then start it again on the same port with the same configuration and wait until
+    /// it serves. The previous run's log is kept as `<office>.log.1`.
+    pub async fn restart(&mut self, office: Office, signal: nix::sys::signal::Signal) {
+        let p = self.office_mut(office);
+        p.signal(signal);
+        p.wait_exit(Duration::from_secs(30))
+            .await
+            .expect("the office exits");
+        let (config, port) = (p.config_path.clone(), p.addr.port());
+        std::fs::copy(&p.log_path, p.log_path.with_extension("log.1")).expect("keep the log");
+        let mut process = start_office(office, &config, port, &None).await;
+        wait_serving(&mut process).await;
+        self.offices.insert(office, process);
+    }
+
     /// Stop every office with SIGTERM and wait for each.
     pub async fn stop(&mut self) {
         for p in self.offices.values_mut() {

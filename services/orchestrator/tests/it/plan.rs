@@ -126,10 +126,8 @@ async fn every_planning_row_from_fresh_observations() {
     let p = plan(preview(&mut s, "free:chat:m").await);
     assert_eq!((p.action(), p.cost), (pb::PlanAction::HardSwap, 0));
     // Started but not warm (llama.cpp answers 503 "Loading model"): SOFT_SWAP.
-    let a = s.units.get_mut("a").expect("a");
-    let addr = a.addr();
-    *a = lychd_testkit::simllama::SimLlama::start_on(addr).await;
-    a.set_health(SimHealth::Loading);
+    s.host.force("a", true).await;
+    s.host.set_health("a", SimHealth::Loading).await;
     let p = plan(preview(&mut s, "a:chat:m").await);
     assert_eq!(p.action(), pb::PlanAction::SoftSwap);
     assert!(p.evict.is_empty() && p.launch.is_empty());
@@ -148,7 +146,7 @@ async fn every_planning_row_from_fresh_observations() {
         ("NOT_MANAGED", "shared", "COLD")
     );
     // A target whose runtime answers 500: TARGET_ERROR.
-    s.units["b"].set_health(SimHealth::Status(500));
+    s.host.set_health("b", SimHealth::Status(500)).await;
     let d = declined(preview(&mut s, "b:chat:m").await);
     assert_eq!(d.code, "TARGET_ERROR");
 }
