@@ -21,7 +21,8 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API, so the printed examples work.
+/// Dispatcher's read, lease and observe API and the Orchestrator's read, transition and
+/// recover API, so the printed examples work.
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
@@ -29,6 +30,12 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
     ("dispatcher:observe", "animator:*"),
+    ("orchestrator:read", "topology:*"),
+    ("orchestrator:read", "capability:*"),
+    ("orchestrator:read", "transition:*"),
+    ("orchestrator:read", "containment:*"),
+    ("orchestrator:transition", "capability:*"),
+    ("orchestrator:recover", "containment:*"),
 ];
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
@@ -211,6 +218,12 @@ mod tests {
             Grant::Assign("dispatcher:lease", "capability:*"),
             Grant::Assign("dispatcher:lease", "lease:*"),
             Grant::Assign("dispatcher:observe", "animator:*"),
+            Grant::Assign("orchestrator:read", "topology:*"),
+            Grant::Assign("orchestrator:read", "capability:*"),
+            Grant::Assign("orchestrator:read", "transition:*"),
+            Grant::Assign("orchestrator:read", "containment:*"),
+            Grant::Assign("orchestrator:transition", "capability:*"),
+            Grant::Assign("orchestrator:recover", "containment:*"),
         ]);
         assert_eq!(grants.len(), expected.len(), "no grant twice: {grants:?}");
         assert_eq!(set(grants), expected);
