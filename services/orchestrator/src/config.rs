@@ -205,6 +205,18 @@ mod tests {
     const B: &str = "[[office.animators]]\nname = \"b\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\nendpoint = \"http://127.0.0.1:2\"\ndedicated = true\n";
 
     #[test]
+    fn the_deploy_example_compiles() {
+        let file =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/orchestrator.toml");
+        let cfg = OfficeConfig::load(Office::Orchestrator, Some(&file), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = load(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        let managed = s.graph.node("gpu0-qwen").expect("declared");
+        assert!(managed.managed && managed.default_exclusive);
+        assert!(s.simulated_host.is_none());
+    }
+
+    #[test]
     fn the_registry_compiles_into_the_graph() {
         let dir = tempfile::tempdir().expect("tmp");
         let s = load_text(dir.path(), &format!("{A}{B}")).expect("valid");

@@ -4,4 +4,5 @@
 
 mod common;
 mod plan;
+mod stream;
 mod transition;
