@@ -474,3 +474,134 @@ async fn killing_the_orchestrator_mid_transition_contains_it_and_reopens_nothing
     assert_eq!(r.proved, "DESIRED");
     assert_eq!(s.open_closures("a").await + s.open_closures("b").await, 0);
 }
+
+/// Lease `b:chat:m` as the operator (a live lease keeps b from draining).
+async fn lease_b(s: &Stack) {
+    let lease = s
+        .dispatcher
+        .clone()
+        .lease(dpb::LeaseRequest {
+            demand: Some(dpb::Demand {
+                capability_key: "b:chat:m".into(),
+                ..Default::default()
+            }),
+            holder: "test".into(),
+            ttl_seconds: 60,
+            ..Default::default()
+        })
+        .await
+        .expect("lease")
+        .into_inner();
+    assert!(
+        matches!(
+            lease.outcome,
+            Some(dpb::lease_response::Outcome::Granted(_))
+        ),
+        "{lease:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_admission_cutoff_before_the_drain_budget_refuses_and_reopens() {
+    let s = stack(&three(true)).await;
+    lease_b(&s).await;
+    let started = Instant::now();
+    let e = s
+        .transition("a:chat:m", 50, Some(0.5))
+        .await
+        .expect_err("expired while draining");
+    assert_eq!(reason(&e), "TRANSITION_ADMISSION_EXPIRED");
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "the cutoff, not the budget"
+    );
+    assert!(s.host.ready("b").await && !s.host.running("a").await);
+    assert_eq!(
+        s.open_closures("a").await + s.open_closures("b").await,
+        0,
+        "reopened"
+    );
+}
+
+#[tokio::test]
+async fn authority_withdrawn_before_the_effect_declines_with_nothing_closed() {
+    let s = stack(&three(true)).await;
+    // A requester of its own, to revoke while its transition waits for the section.
+    let mut admin = s.sandbox.admin();
+    let id = admin
+        .ensure_principal(lychd_proto::ward::v1::PrincipalKind::Human, "requester")
+        .await
+        .expect("enroll");
+    admin
+        .ensure_assignment(
+            &id,
+            "orchestrator:transition",
+            "capability:*",
+            "orchestrator",
+            "transition",
+        )
+        .await
+        .expect("assign");
+    let credential = admin.issue_standing(&id).await.expect("credential");
+    let ward = s.sandbox.office(Office::Ward).endpoint();
+    let session = lychd_auth::admin::exchange(
+        lychd_runtime::client::channel(&ward).expect("channel"),
+        &credential,
+        0,
+        &["orchestrator"],
+    )
+    .await
+    .expect("session");
+    let requester = pb::orchestrator_client::OrchestratorClient::new(lychd_testkit::channel_with(
+        &s.sandbox.office(Office::Orchestrator).endpoint(),
+        &session.token,
+    ));
+    s.host.set_faults("c", slow_start(1000)).await;
+    let mut events = s.watch().await;
+    let c = s.client.clone();
+    let holder = tokio::spawn(async move {
+        c.clone()
+            .request_transition(pb::RequestTransitionRequest {
+                capability_key: "c:chat:m".into(),
+                priority: 90,
+                admission_timeout_s: None,
+            })
+            .await
+    });
+    until(&mut events, pb::TransitionPhase::Actuating).await;
+    let waiting = tokio::spawn(async move {
+        requester
+            .clone()
+            .request_transition(pb::RequestTransitionRequest {
+                capability_key: "a:chat:m".into(),
+                priority: 50,
+                admission_timeout_s: None,
+            })
+            .await
+    });
+    until(&mut events, pb::TransitionPhase::Arbitrating).await;
+    lychd_proto::ward::v1::ward_client::WardClient::new(lychd_testkit::channel_with(
+        &ward,
+        &s.sandbox.token,
+    ))
+    .revoke(lychd_proto::ward::v1::RevokeRequest {
+        target: Some(lychd_proto::ward::v1::revoke_request::Target::PrincipalId(
+            id,
+        )),
+    })
+    .await
+    .expect("revoke");
+    let o = waiting
+        .await
+        .expect("task")
+        .expect("answered")
+        .into_inner()
+        .outcome
+        .expect("outcome");
+    assert_eq!(o.phase(), pb::TransitionPhase::DeclinedNoEffect, "{o:?}");
+    assert_eq!(o.detail, "AUTHORITY_WITHDRAWN");
+    holder.await.expect("task").expect("holder");
+    assert!(s.host.ready("c").await && !s.host.running("a").await);
+    assert_eq!(s.host.counts("a").await, (0, 0), "no effect");
+    assert_eq!(s.open_closures("a").await + s.open_closures("c").await, 0);
+}
