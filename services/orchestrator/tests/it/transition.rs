@@ -605,3 +605,50 @@ async fn authority_withdrawn_before_the_effect_declines_with_nothing_closed() {
     assert_eq!(s.host.counts("a").await, (0, 0), "no effect");
     assert_eq!(s.open_closures("a").await + s.open_closures("c").await, 0);
 }
+
+#[tokio::test]
+async fn an_untimed_follower_inherits_the_owners_expiry_and_an_admitted_cohort_outlives_a_follower_cutoff()
+ {
+    let s = stack(&three(true)).await;
+    s.host.set_faults("c", slow_start(1000)).await;
+    let mut events = s.watch().await;
+    let call = |key: &'static str, priority: u32, timeout: Option<f64>| {
+        let c = s.client.clone();
+        tokio::spawn(async move {
+            c.clone()
+                .request_transition(pb::RequestTransitionRequest {
+                    capability_key: key.into(),
+                    priority,
+                    admission_timeout_s: timeout,
+                })
+                .await
+        })
+    };
+    let holder = call("c:chat:m", 90, None);
+    until(&mut events, pb::TransitionPhase::Actuating).await;
+    // The owner's cutoff passes in the queue; its untimed follower gets the same refusal.
+    let owner = call("a:chat:m", 50, Some(0.3));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let follower = call("a:chat:m", 50, None);
+    for t in [owner, follower] {
+        let e = t.await.expect("task").expect_err("the cohort's refusal");
+        assert_eq!(reason(&e), "TRANSITION_ADMISSION_EXPIRED");
+    }
+    holder.await.expect("task").expect("holder");
+    // Now a's start is slow: the cohort is admitted (actuator invoked) at once, so a follower
+    // whose cutoff passes during the actuation receives the settlement.
+    s.host.set_faults("a", slow_start(800)).await;
+    let owner = call("a:chat:m", 50, None);
+    until(&mut events, pb::TransitionPhase::Actuating).await;
+    let late = call("a:chat:m", 50, Some(0.2));
+    let o = late
+        .await
+        .expect("task")
+        .expect("joined the settlement")
+        .into_inner()
+        .outcome
+        .expect("outcome");
+    assert!(o.joined);
+    assert_eq!(o.phase(), pb::TransitionPhase::Completed, "{o:?}");
+    owner.await.expect("task").expect("owner");
+}
