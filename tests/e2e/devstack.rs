@@ -117,6 +117,11 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &tokens[&Office::Dispatcher],
     );
     orchestrator_closes_drains_and_reopens_with_its_own_credential(&endpoints, state.path());
+    operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
+        &endpoints["ward"],
+        &tokens[&Office::Ward],
+    );
+    operator_walks_the_archive_as_documented(&endpoints["archive"], &tokens[&Office::Archive]);
     operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(
         &endpoints["orchestrator"],
         &tokens[&Office::Orchestrator],
@@ -352,6 +357,214 @@ fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &st
         released.get("alreadyOver").is_none(),
         "released now: {released}"
     );
+}
+
+/// `{"path":"/srv/report.txt","token":"s3cr3t"}` in base64, as `bytes` fields take it in
+/// grpcurl's JSON (`base64 -w0 args.json`).
+const CONSENT_ARGUMENTS_BASE64: &str =
+    "eyJwYXRoIjoiL3Nydi9yZXBvcnQudHh0IiwidG9rZW4iOiJzM2NyM3QifQ==";
+
+/// The consent walk of docs/consent.md: the operator enrolls a runner that may propose effects
+/// of `effect:runner`, follows the run's consents with `WatchConsents`, sees the runner's
+/// proposal arrive pending (its secret argument censored), approves it with the binding digest
+/// it saw, and sees the verdict on the same stream.
+fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(ward: &str, token: &str) {
+    let operator = format!("authorization: Bearer {token}");
+    let call = |bearer: &str, method: &str, body: &str| -> serde_json::Value {
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            bearer,
+            "-d",
+            body,
+            ward,
+            &format!("lychd.ward.v1.Ward/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let enrolled = call(
+        &operator,
+        "EnrollPrincipal",
+        r#"{"kind": "PRINCIPAL_KIND_SERVICE", "name": "runner-e2e"}"#,
+    );
+    let runner_id = enrolled["principal"]["id"].as_str().expect("principal id");
+    call(
+        &operator,
+        "Assign",
+        &format!(
+            r#"{{"principal_id": "{runner_id}", "action": "ward:propose", "object": "effect:runner", "audience": "ward", "purpose": "propose"}}"#
+        ),
+    );
+    let issued = call(
+        &operator,
+        "IssueCredential",
+        &format!(r#"{{"principal_id": "{runner_id}", "kind": "CREDENTIAL_KIND_STANDING"}}"#),
+    );
+    let credential = issued["credential"].as_str().expect("credential");
+    let session = call(
+        &format!("authorization: Bearer {credential}"),
+        "ExchangeCredential",
+        r#"{"audiences": ["ward"]}"#,
+    );
+    let runner = format!(
+        "authorization: Bearer {}",
+        session["sessionToken"].as_str().expect("session token")
+    );
+
+    // The operator follows run `e2e-run` (grpcurl prints each message as it arrives).
+    let mut watcher = std::process::Command::new(lychd_testkit::grpcurl())
+        .args([
+            "-plaintext",
+            "-max-time",
+            "30",
+            "-H",
+            &operator,
+            "-d",
+            r#"{"run_id": "e2e-run"}"#,
+            ward,
+            "lychd.ward.v1.Ward/WatchConsents",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grpcurl watches");
+    let (changes_tx, changes) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = watcher.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for message in serde_json::Deserializer::from_reader(stdout).into_iter() {
+            let Ok(message) = message else { return };
+            if changes_tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+
+    let proposed = call(
+        &runner,
+        "ProposeEffect",
+        &format!(
+            r#"{{"run_id": "e2e-run", "effect_owner": "runner", "effect_id": "write-report", "effect_revision": 1, "tool_name": "fs.write", "deferred_call_id": "call-1", "arguments_json": "{CONSENT_ARGUMENTS_BASE64}", "effect_class": "EFFECT_CLASS_STANDARD"}}"#
+        ),
+    );
+    assert_eq!(
+        proposed["consent"]["state"], "CONSENT_STATE_PENDING",
+        "{proposed}"
+    );
+    let next = || {
+        changes
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the watcher prints the next change")
+    };
+    let pending = next();
+    assert_eq!(pending["changedTo"], "CONSENT_STATE_PENDING", "{pending}");
+    let consent = &pending["consent"];
+    assert_eq!(
+        consent["censoredArgumentsJson"], r#"{"path":"/srv/report.txt","token":"[censored]"}"#,
+        "the reviewer sees the call, never its secret"
+    );
+    let decided = call(
+        &operator,
+        "Decide",
+        &format!(
+            r#"{{"consent_id": "{}", "verdict": "VERDICT_APPROVE", "review_digest": "{}"}}"#,
+            consent["consentId"].as_str().expect("id"),
+            consent["bindingDigest"].as_str().expect("digest")
+        ),
+    );
+    assert_eq!(decided["changed"], true, "{decided}");
+    let granted = next();
+    assert_eq!(granted["changedTo"], "CONSENT_STATE_GRANTED", "{granted}");
+    assert_eq!(granted["consent"]["consentId"], consent["consentId"]);
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
+
+/// The Archive walk of `docs/archive.md` (intake → promote → recall → revoke → resolve), run
+/// exactly as its command block says, with the dev operator's Archive session: the recall
+/// finds the note, and resolving its receipt after the revocation is refused.
+fn operator_walks_the_archive_as_documented(archive: &str, token: &str) {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/archive.md"),
+    )
+    .expect("docs/archive.md");
+    let block = doc
+        .split("<!-- archive-walk -->\n```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the walk's command block");
+    let commands: Vec<(String, String)> = block
+        .lines()
+        .filter(|l| l.starts_with("grpcurl "))
+        .map(|l| {
+            let body = l
+                .split_once("-d '")
+                .and_then(|(_, rest)| rest.rsplit_once("' \"$ARCHIVE\""))
+                .map(|(body, _)| body.to_owned())
+                .expect("-d '<body>' \"$ARCHIVE\"");
+            let method = l.rsplit(' ').next().expect("method").to_owned();
+            (method, body)
+        })
+        .collect();
+    let methods: Vec<&str> = commands
+        .iter()
+        .map(|(m, _)| m.trim_start_matches("lychd.archive.v1.Archive/"))
+        .collect();
+    assert_eq!(
+        methods,
+        ["Intake", "Promote", "Recall", "Revoke", "ResolveReceipt"]
+    );
+    let bearer = format!("authorization: Bearer {token}");
+    let mut revision = String::new();
+    let mut answers = Vec::new();
+    for (method, body) in &commands {
+        let body = body.replace("'$REVISION'", &revision);
+        let out = grpcurl(&["-plaintext", "-H", &bearer, "-d", &body, archive, method]);
+        if method.ends_with("/ResolveReceipt") {
+            assert!(!out.status.success(), "resolving after revoke must refuse");
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("FailedPrecondition") && err.contains("RECEIPT_NOTE_REVOKED"),
+                "{err}"
+            );
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let answer: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON");
+        if method.ends_with("/Intake") {
+            revision = answer["note"]["revisionId"]
+                .as_str()
+                .expect("revision id")
+                .to_owned();
+        }
+        answers.push(answer);
+    }
+    assert_eq!(answers[0]["note"]["state"], "LIFECYCLE_STATE_CANDIDATE");
+    assert_eq!(answers[1]["note"]["state"], "LIFECYCLE_STATE_PROMOTED");
+    let recalled = &answers[2];
+    assert_eq!(
+        recalled["notes"][0]["note"]["revisionId"],
+        revision.as_str(),
+        "{recalled}"
+    );
+    assert_eq!(
+        recalled["notes"][0]["text"],
+        "The amber lantern hangs by the north door."
+    );
+    assert!(recalled["receipt"]["receiptId"].is_string(), "{recalled}");
+    assert_eq!(answers[3]["note"]["state"], "LIFECYCLE_STATE_REVOKED");
+    assert_eq!(answers[3]["note"]["version"], "3");
 }
 
 /// As an operator would: the compiled topology (three animators in conflict on one simulated

@@ -4,6 +4,7 @@
 mod authority;
 mod devstack;
 mod documented;
+mod helmloop;
 mod inprocess;
 mod offices;
 mod roles;

@@ -12,12 +12,14 @@
 //! settings at their defaults: every commit waits for its WAL flush), which it stops when done.
 //!
 //! Run: `cargo bench -p lychd-dispatcher --bench lease` (needs PostgreSQL binaries, like the
-//! tests). Timings never gate anything.
+//! tests); `LYCHD_LEASE_BENCH_QUICK=1` runs only 10 capabilities on the throwaway cluster (for
+//! comparing variants). Timings never gate anything; CPU per call (printed for c=32) barely
+//! moves with other load on the machine, latency does.
 
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
 use lychd_runtime::client::PeerChannel;
-use lychd_testkit::bench::{Stats, closed, ms, paced};
+use lychd_testkit::bench::{Cpu, Stats, closed, ms, paced};
 use lychd_testkit::simllama::{SimLlama, SimModel};
 use lychd_testkit::spawn_office_with;
 use tonic_health::pb::HealthCheckRequest;
@@ -28,6 +30,7 @@ const MODELS_PER_ANIMATOR: usize = 10;
 const WARMUP: usize = 200;
 const SECONDS: u64 = 5;
 const RATE: u32 = 500;
+const QUICK_ENV: &str = "LYCHD_LEASE_BENCH_QUICK";
 
 /// Request ids for the round trips that send one (each its own).
 static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -71,6 +74,17 @@ async fn health(mut c: HealthClient<tonic::transport::Channel>) {
     })
     .await
     .expect("health");
+}
+
+/// The closed loop at concurrency 32, with the CPU each call cost (warm-up included).
+async fn at_32<F, Fut>(call: F) -> (Stats, Cpu)
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let before = Cpu::now();
+    let stats = closed(32, WARMUP, SECONDS, call).await;
+    (stats, before.per_call_since(stats.calls + WARMUP))
 }
 
 fn line(what: &str, closed1: Stats, closed32: Stats, open: Stats) -> String {
@@ -165,21 +179,21 @@ async fn scenario(capabilities: usize) {
         move || round_trip(client.clone(), "m3", false)
     };
     let keyed = move || round_trip(client.clone(), "m3", true);
-    let h = [
+    let (h, h_cpu) = (
         closed(1, WARMUP, SECONDS, health.clone()).await,
-        closed(32, WARMUP, SECONDS, health.clone()).await,
-        paced(RATE, SECONDS, health).await,
-    ];
-    let l = [
+        at_32(health.clone()).await,
+    );
+    let h = [h, h_cpu.0, paced(RATE, SECONDS, health).await];
+    let (l, l_cpu) = (
         closed(1, WARMUP, SECONDS, lease.clone()).await,
-        closed(32, WARMUP, SECONDS, lease.clone()).await,
-        paced(RATE, SECONDS, lease).await,
-    ];
-    let k = [
+        at_32(lease.clone()).await,
+    );
+    let l = [l, l_cpu.0, paced(RATE, SECONDS, lease).await];
+    let (k, k_cpu) = (
         closed(1, WARMUP, SECONDS, keyed.clone()).await,
-        closed(32, WARMUP, SECONDS, keyed.clone()).await,
-        paced(RATE, SECONDS, keyed).await,
-    ];
+        at_32(keyed.clone()).await,
+    );
+    let k = [k, k_cpu.0, paced(RATE, SECONDS, keyed).await];
     println!("capabilities={capabilities:>4} candidates={animators:>3}");
     println!("  {}", line("health", h[0], h[1], h[2]));
     println!("  {}", line("lease+rel", l[0], l[1], l[2]));
@@ -190,6 +204,16 @@ async fn scenario(capabilities: usize) {
             l[i].p99.as_secs_f64() / h[i].p99.as_secs_f64(),
         )
     };
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "  CPU per call at c=32 (this process + PostgreSQL): health {:.0} + {:.0} us, lease+rel {:.0} + {:.0} us, +req id {:.0} + {:.0} us",
+        us(h_cpu.1.process),
+        us(h_cpu.1.database),
+        us(l_cpu.1.process),
+        us(l_cpu.1.database),
+        us(k_cpu.1.process),
+        us(k_cpu.1.database)
+    );
     println!(
         "  @{RATE}/s p99 of each fifth of the run: health {:.3} .. {:.3} ms, lease+rel {:.3} .. {:.3} ms, +req id {:.3} .. {:.3} ms",
         ms(h[2].p99_of_fifths.0),
@@ -223,8 +247,9 @@ fn main() {
             "throwaway (fsync, synchronous_commit and full_page_writes off)"
         }
     );
-    run();
-    if !durable {
+    let quick = std::env::var_os(QUICK_ENV).is_some();
+    run(if quick { &[10] } else { &[10, 1000] });
+    if !durable && !quick {
         // The same cases against a cluster that commits as a deployment does: this binary
         // again, in a process of its own (the test kit picks its cluster once per process).
         let status = std::process::Command::new(std::env::current_exe().expect("own path"))
@@ -238,7 +263,7 @@ fn main() {
     }
 }
 
-fn run() {
+fn run(sizes: &[usize]) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -249,7 +274,7 @@ fn run() {
              each lease = Ward decision (overlapping the candidate snapshot) + fresh HTTP probe + Ward decision again (the effect) + one statement writing observation, lease and event \
              (+req id: and the kept answer); each release = Ward decision + owner-guarded update"
         );
-        for capabilities in [10, 1000] {
+        for &capabilities in sizes {
             scenario(capabilities).await;
         }
     });

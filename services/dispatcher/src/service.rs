@@ -19,13 +19,13 @@ use uuid::Uuid;
 use crate::config::Settings;
 use crate::domain::decision::{Decision, Fresh, Record, Unavailable, decide, precheck};
 use crate::domain::demand::{Admission, Demand, Matched, matching, order};
-use crate::domain::events::Cursor as EventCursor;
 use crate::domain::observation::{Observed, Phase, settle};
 use crate::domain::registry::{Animator, Capability};
 use crate::error::{DispatcherError, Result};
 use crate::store::admission::{self, AdmissionRow};
 use crate::store::leases::{self, Answer, Kept, NewLease, OutcomeKind, Registered};
 use crate::store::observations;
+use lychd_runtime::feed::Cursor as EventCursor;
 
 /// Asks Ward again whether the caller is still allowed what its first decision allowed (the
 /// gRPC layer builds it from the caller's request; an `Err` is the refusal to answer with,

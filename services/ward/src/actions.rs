@@ -7,4 +7,14 @@ lychd_runtime::auth::actions! {
     ADMINISTER = "ward:administer";
     /// ask about other principals' tokens: `Authenticate` and `Authorize` (on `decision:*`)
     DECIDE = "ward:decide";
+    /// propose an effect for consent (`ProposeEffect`, on `effect:<effect_owner>`)
+    PROPOSE = "ward:propose";
+    /// settle or revoke a consent (`Decide`, `RevokeConsent`, on `effect:<effect_owner>`)
+    APPROVE = "ward:approve";
+    /// consume an approval at effect time (`ConsumeConsent`, on `effect:<effect_owner>`)
+    CONSUME = "ward:consume";
+    /// cancel a run's pending consents (`CancelForRun`, on `run:<run_id>`)
+    CANCEL = "ward:cancel";
+    /// read consents (`GetConsent`, `ListConsents`, on `consent:*`)
+    REVIEW = "ward:review";
 }

@@ -5,6 +5,7 @@
 use lychd_runtime::refusal::{DbFailure, Refusals, Violations};
 use tonic::Status;
 
+use crate::domain::consent::ConsentRefusal;
 use crate::domain::decision::ExchangeRefusal;
 use crate::domain::secret::NoRandomness;
 
@@ -46,6 +47,28 @@ pub mod reasons {
         ALREADY_BOOTSTRAPPED = FailedPrecondition;
         /// the decision log cannot take another record now: no decision is answered that would not be recorded
         DECISION_LOG_UNAVAILABLE = Unavailable;
+        /// this Ward has as many open watch streams as it allows: close one, or try again later
+        STREAM_LIMIT_REACHED = ResourceExhausted;
+        /// no consent has this id
+        CONSENT_NOT_FOUND = NotFound;
+        /// the digest the approver reviewed is not the consent's binding digest: nothing was settled
+        REVIEW_DIGEST_MISMATCH = FailedPrecondition;
+        /// the consent is not granted (pending, denied, cancelled or expired): it cannot be consumed or revoked
+        CONSENT_NOT_GRANTED = FailedPrecondition;
+        /// the approval was consumed already (an approval is good for one effect)
+        CONSENT_CONSUMED = FailedPrecondition;
+        /// the approval was revoked before it was consumed
+        CONSENT_REVOKED = FailedPrecondition;
+        /// the approval's bound expiry has passed
+        CONSENT_BINDING_EXPIRED = FailedPrecondition;
+        /// the principal that requested or approved the call has been revoked since
+        CONSENT_PRINCIPAL_REVOKED = FailedPrecondition;
+        /// the call presented is not the call approved (its binding digest differs): a changed call needs a new consent
+        CONSENT_BINDING_MISMATCH = FailedPrecondition;
+        /// the standing rule that granted the consent is disabled, expired or changed since: the grant is void
+        CONSENT_RULE_INVALID = FailedPrecondition;
+        /// no standing preauthorization rule has this slug
+        PREAUTH_RULE_NOT_FOUND = NotFound;
     }
 }
 
@@ -63,6 +86,8 @@ pub enum Entity {
     Credential,
     Session,
     Assignment,
+    Consent,
+    PreauthRule,
 }
 
 impl Entity {
@@ -72,6 +97,8 @@ impl Entity {
             Entity::Credential => "credential",
             Entity::Session => "session",
             Entity::Assignment => "assignment",
+            Entity::Consent => "consent",
+            Entity::PreauthRule => "preauthorization rule",
         }
     }
 }
@@ -103,6 +130,12 @@ pub enum WardError {
     /// decision is answered that would not be recorded.
     #[error("decision log unavailable")]
     DecisionLogUnavailable,
+    /// A consent cannot be settled, consumed or revoked as asked (nothing was changed).
+    #[error("consent refused: {}", .0.as_str())]
+    Consent(ConsentRefusal),
+    /// As many watch streams are open as the office allows.
+    #[error("stream limit reached")]
+    StreamLimitReached,
     /// A database failure, answered as the runtime classifies it.
     #[error("database failure")]
     Database(#[source] sqlx::Error),
@@ -149,12 +182,16 @@ pub fn into_status(e: WardError) -> Status {
             Entity::Credential => CREDENTIAL_NOT_FOUND,
             Entity::Session => SESSION_NOT_FOUND,
             Entity::Assignment => ASSIGNMENT_NOT_FOUND,
+            Entity::Consent => CONSENT_NOT_FOUND,
+            Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
         }),
         WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
             Entity::Principal => PRINCIPAL_EXISTS,
             Entity::Credential => CREDENTIAL_EXISTS,
             Entity::Session => SESSION_EXISTS,
             Entity::Assignment => ASSIGNMENT_EXISTS,
+            // Never raised: a replayed proposal returns its consent and a sync updates its rule.
+            Entity::Consent | Entity::PreauthRule => lychd_runtime::refusal::common::INTERNAL,
         }),
         WardError::Refused(r) => REFUSALS.refuse_with(
             match r {
@@ -170,6 +207,17 @@ pub fn into_status(e: WardError) -> Status {
         WardError::CredentialRevoked => REFUSALS.refuse(CREDENTIAL_REVOKED_ADMIN),
         WardError::AlreadyBootstrapped => REFUSALS.refuse(ALREADY_BOOTSTRAPPED),
         WardError::DecisionLogUnavailable => REFUSALS.refuse(DECISION_LOG_UNAVAILABLE),
+        WardError::StreamLimitReached => REFUSALS.refuse(STREAM_LIMIT_REACHED),
+        WardError::Consent(r) => REFUSALS.refuse(match r {
+            ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
+            ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,
+            ConsentRefusal::Consumed => CONSENT_CONSUMED,
+            ConsentRefusal::Revoked => CONSENT_REVOKED,
+            ConsentRefusal::BindingExpired => CONSENT_BINDING_EXPIRED,
+            ConsentRefusal::PrincipalRevoked => CONSENT_PRINCIPAL_REVOKED,
+            ConsentRefusal::BindingMismatch => CONSENT_BINDING_MISMATCH,
+            ConsentRefusal::RuleInvalid => CONSENT_RULE_INVALID,
+        }),
         WardError::NoRandomness(_) => {
             tracing::error!("operating system gave no randomness");
             REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)

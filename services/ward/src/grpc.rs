@@ -7,21 +7,30 @@
 //! on `decision:*`. Authorization comes before decoding, so a caller without authority learns
 //! nothing about its input.
 
+mod consent;
 mod convert;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
 use futures::future::BoxFuture;
 use lychd_proto::common::v1::{PageResponse, Refusal};
 use lychd_proto::ward::v1 as pb;
 use lychd_proto::ward::v1::ward_server::{Ward, WardServer};
 use lychd_runtime::server::ServeContext;
 use secrecy::ExposeSecret;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 use crate::actions;
+use crate::config::Settings;
+use crate::domain::consent::censor;
 use crate::domain::decision::Reason;
 use crate::domain::paging;
+use crate::domain::preauth::Rule;
 use crate::error::{DOMAIN, WardError};
 use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::{Asked, DecisionRecord};
@@ -41,6 +50,11 @@ pub struct WardService {
     log: DecisionLog,
     /// Counts of refusals of callers and tokens that authenticate nobody.
     strangers: Tally,
+    settings: Settings,
+    /// Places for open watch streams.
+    streams: Arc<tokio::sync::Semaphore>,
+    /// The standing preauthorization rules, in matching order.
+    rules: Arc<Vec<Rule>>,
 }
 
 /// Where a call came from, as refusals are counted: the peer's IP address.
@@ -94,6 +108,141 @@ impl WardService {
     fn pool(&self) -> &sqlx::PgPool {
         &self.ctx.pool
     }
+
+    /// The caller must hold `action` on the effect owner of consent `id` (asked immediately
+    /// before the change): its principal id. An unknown consent is not found.
+    async fn on_consent<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        id: Uuid,
+    ) -> Result<Uuid, Status> {
+        let owner = store::consents::owner_of(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Consent))?;
+        let principal = self
+            .ctx
+            .authorize(request, action, &effect_object(&owner))
+            .await?;
+        principal_uuid(&principal)
+    }
+}
+
+/// How often a watch stream reads new changes when it has caught up.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// Changes read per query.
+const FOLLOW_BATCH: i64 = 256;
+
+/// One `WatchConsents` stream's loop: reads changes in order (the gap rule of
+/// `lychd_runtime::feed`), sends those of its run, and asks for the caller's authority again
+/// every `every` — also while the caller does not read — ending the stream with the refusal
+/// when it is gone.
+struct Follower {
+    pool: sqlx::PgPool,
+    authorizer: lychd_runtime::auth::Authorizer,
+    metadata: tonic::metadata::MetadataMap,
+    every: Duration,
+    run: Option<String>,
+}
+
+type Sent = tokio::sync::mpsc::Sender<Result<pb::WatchConsentsResponse, Status>>;
+
+impl Follower {
+    /// Still allowed? Otherwise the refusal is sent (bounded: a caller that reads nothing does
+    /// not keep its place) and the stream ends.
+    async fn still_allowed(&self, tx: &Sent) -> bool {
+        let asking = Request::from_parts(self.metadata.clone(), tonic::Extensions::default(), ());
+        match self
+            .authorizer
+            .authorize(&asking, actions::REVIEW, CONSENTS)
+            .await
+        {
+            Ok(_) => true,
+            Err(refused) => {
+                let _ = tokio::time::timeout(self.every, tx.send(Err(refused))).await;
+                false
+            }
+        }
+    }
+
+    async fn follow(self, after: i64, tx: Sent) {
+        let mut cursor = lychd_runtime::feed::Cursor::after(after);
+        let mut next_check = tokio::time::Instant::now() + self.every;
+        loop {
+            if tokio::time::Instant::now() >= next_check {
+                if !self.still_allowed(&tx).await {
+                    return;
+                }
+                next_check = tokio::time::Instant::now() + self.every;
+            }
+            let changes =
+                match store::consents::changes_after(&self.pool, cursor.delivered, FOLLOW_BATCH)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into())).await;
+                        return;
+                    }
+                };
+            let full = changes.len() as i64 == FOLLOW_BATCH;
+            for change in changes {
+                if !cursor.admit(change.seq, std::time::Instant::now()) {
+                    break;
+                }
+                if self
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| *r != change.consent.run_id)
+                {
+                    continue;
+                }
+                let slot = loop {
+                    tokio::select! {
+                        slot = tx.reserve() => break slot,
+                        () = tokio::time::sleep_until(next_check) => {
+                            if !self.still_allowed(&tx).await {
+                                return;
+                            }
+                            next_check = tokio::time::Instant::now() + self.every;
+                        }
+                    }
+                };
+                let Ok(slot) = slot else {
+                    return;
+                };
+                slot.send(Ok(pb::WatchConsentsResponse {
+                    change: u64::try_from(change.seq).unwrap_or(0),
+                    changed_to: consent::state(change.changed_to) as i32,
+                    consent: Some(consent::consent(&change.consent)),
+                }));
+            }
+            if !full {
+                tokio::select! {
+                    () = tokio::time::sleep(FOLLOW_POLL) => {}
+                    () = tx.closed() => return,
+                }
+            }
+        }
+    }
+}
+
+/// What a standing-rule administrator holds.
+pub const PREAUTH: (Action, &str) = (actions::ADMINISTER, "preauth:*");
+
+/// What a reviewer holds: every consent.
+const CONSENTS: &str = "consent:*";
+
+/// The object of an effect's consents: its owner.
+fn effect_object(owner: &str) -> String {
+    format!("effect:{owner}")
+}
+
+fn principal_uuid(p: &lychd_runtime::auth::Principal) -> Result<Uuid, Status> {
+    Uuid::try_parse(&p.id).map_err(|_| {
+        tracing::error!("ward resolved a principal whose id is not a uuid");
+        crate::error::REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)
+    })
 }
 
 /// The object an asker must hold `ward:decide` on to ask about a token presented to
@@ -404,14 +553,213 @@ impl Ward for WardService {
     ) -> Result<Response<pb::ListAuditResponse>, Status> {
         self.authorize(&request, ADMINISTER).await?;
         let (size, token) = convert::page(request.get_ref().page.as_ref());
-        let before =
-            paging::seq_before(token).map_err(|d| WardError::invalid("page.page_token", d))?;
+        let before = paging::seq_before(paging::List::Audit, token)
+            .map_err(|d| WardError::invalid("page.page_token", d))?;
         // Every decision answered and every refusal counted before this listing is in it.
         self.log.flush().await?;
         self.strangers.flush().await?;
         let page = store::audit::list(self.pool(), size, before).await?;
         Ok(Response::new(pb::ListAuditResponse {
             events: page.items.iter().map(convert::audit_event).collect(),
+            page: Some(PageResponse {
+                next_page_token: page.next_page_token,
+            }),
+        }))
+    }
+
+    async fn propose_effect(
+        &self,
+        request: Request<pb::ProposeEffectRequest>,
+    ) -> Result<Response<pb::ProposeEffectResponse>, Status> {
+        let proposal = consent::proposal(request.get_ref())?;
+        let principal = self
+            .ctx
+            .authorize(
+                &request,
+                actions::PROPOSE,
+                &effect_object(&proposal.effect_owner),
+            )
+            .await?;
+        let requested_by = principal_uuid(&principal)?;
+        let censored = lychd_helmloop::to_canonical_string(&censor(&proposal.arguments));
+        let digests = crate::domain::consent::digests(&proposal, &principal.id);
+        let (Ok(censored), Ok((arguments_digest, binding_digest))) = (censored, digests) else {
+            // The arguments parsed under HL-C14N-1, so they canonicalize: unreachable in
+            // practice, refused without echoing anything if it ever is.
+            return Err(WardError::invalid("arguments_json", "cannot be canonicalized").into());
+        };
+        let derived = store::consents::Derived {
+            censored_arguments: &censored,
+            arguments_digest: &arguments_digest,
+            binding_digest: &binding_digest,
+            ttl_seconds: i64::from(self.settings.consent_ttl(proposal.class)),
+        };
+        let (record, created) = store::consents::propose(
+            self.pool(),
+            &proposal,
+            requested_by,
+            &principal.name,
+            &derived,
+            &self.rules,
+        )
+        .await?;
+        tracing::info!(consent = %record.id, owner = %record.effect_owner, created, "effect proposed");
+        Ok(Response::new(pb::ProposeEffectResponse {
+            consent: Some(consent::consent(&record)),
+            created,
+        }))
+    }
+
+    async fn decide(
+        &self,
+        request: Request<pb::DecideRequest>,
+    ) -> Result<Response<pb::DecideResponse>, Status> {
+        let (id, verdict, review) = consent::decide(request.get_ref())?;
+        let principal = self.on_consent(&request, actions::APPROVE, id).await?;
+        let (record, changed) =
+            store::consents::decide(self.pool(), id, verdict, &review, principal).await?;
+        if changed {
+            tracing::info!(consent = %id, state = record.state.as_str(), "consent settled");
+        }
+        Ok(Response::new(pb::DecideResponse {
+            consent: Some(consent::consent(&record)),
+            changed,
+        }))
+    }
+
+    async fn consume_consent(
+        &self,
+        request: Request<pb::ConsumeConsentRequest>,
+    ) -> Result<Response<pb::ConsumeConsentResponse>, Status> {
+        let (id, digest) = consent::consume(request.get_ref())?;
+        let principal = self.on_consent(&request, actions::CONSUME, id).await?;
+        let record = store::consents::consume(self.pool(), id, &digest, principal).await?;
+        tracing::info!(consent = %id, "approval consumed");
+        Ok(Response::new(pb::ConsumeConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn revoke_consent(
+        &self,
+        request: Request<pb::RevokeConsentRequest>,
+    ) -> Result<Response<pb::RevokeConsentResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        let principal = self.on_consent(&request, actions::APPROVE, id).await?;
+        let record = store::consents::revoke(self.pool(), id, principal).await?;
+        Ok(Response::new(pb::RevokeConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn cancel_for_run(
+        &self,
+        request: Request<pb::CancelForRunRequest>,
+    ) -> Result<Response<pb::CancelForRunResponse>, Status> {
+        let run = consent::run("run_id", &request.get_ref().run_id)?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::CANCEL, &format!("run:{run}"))
+            .await?;
+        let cancelled =
+            store::consents::cancel_for_run(self.pool(), &run, principal_uuid(&principal)?).await?;
+        Ok(Response::new(pb::CancelForRunResponse {
+            cancelled: u32::try_from(cancelled).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn get_consent(
+        &self,
+        request: Request<pb::GetConsentRequest>,
+    ) -> Result<Response<pb::GetConsentResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let record = store::consents::get(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Consent))?;
+        Ok(Response::new(pb::GetConsentResponse {
+            consent: Some(consent::consent(&record)),
+        }))
+    }
+
+    async fn list_preauth_rules(
+        &self,
+        request: Request<pb::ListPreauthRulesRequest>,
+    ) -> Result<Response<pb::ListPreauthRulesResponse>, Status> {
+        self.authorize(&request, PREAUTH).await?;
+        let rules = store::preauth::list(self.pool()).await?;
+        Ok(Response::new(pb::ListPreauthRulesResponse {
+            rules: rules.iter().map(consent::rule).collect(),
+        }))
+    }
+
+    async fn disable_preauth_rule(
+        &self,
+        request: Request<pb::DisablePreauthRuleRequest>,
+    ) -> Result<Response<pb::DisablePreauthRuleResponse>, Status> {
+        let slug = consent::slug(&request.get_ref().slug)?;
+        let actor = self.authorize(&request, PREAUTH).await?;
+        let actor =
+            actor.ok_or_else(|| WardError::invalid("authorization", "unknown principal"))?;
+        let rule = store::preauth::disable(self.pool(), &slug, actor).await?;
+        tracing::info!(rule = %rule.slug, "standing rule disabled");
+        Ok(Response::new(pb::DisablePreauthRuleResponse {
+            rule: Some(consent::rule(&rule)),
+        }))
+    }
+
+    type WatchConsentsStream =
+        std::pin::Pin<Box<dyn Stream<Item = Result<pb::WatchConsentsResponse, Status>> + Send>>;
+
+    async fn watch_consents(
+        &self,
+        request: Request<pb::WatchConsentsRequest>,
+    ) -> Result<Response<Self::WatchConsentsStream>, Status> {
+        let r = request.get_ref();
+        let after = i64::try_from(r.after_change)
+            .map_err(|_| WardError::invalid("after_change", "must be at most 2^63-1"))?;
+        let run = match r.run_id.as_str() {
+            "" => None,
+            run => Some(consent::run("run_id", run)?),
+        };
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let place = self
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| WardError::StreamLimitReached)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let follower = Follower {
+            pool: self.pool().clone(),
+            authorizer: self.ctx.authorizer.clone(),
+            metadata: request.metadata().clone(),
+            every: self.settings.stream_recheck_interval,
+            run,
+        };
+        tokio::spawn(async move {
+            let _place = place;
+            follower.follow(after, tx).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_consents(
+        &self,
+        request: Request<pb::ListConsentsRequest>,
+    ) -> Result<Response<pb::ListConsentsResponse>, Status> {
+        let q = consent::list(request.get_ref())?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let page =
+            store::consents::list(self.pool(), q.run_id.as_deref(), q.state, q.size, q.before)
+                .await?;
+        Ok(Response::new(pb::ListConsentsResponse {
+            consents: page.items.iter().map(consent::consent).collect(),
             page: Some(PageResponse {
                 next_page_token: page.next_page_token,
             }),
@@ -425,17 +773,38 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let (log, writer) = DecisionLog::start(ctx.pool.clone());
         ctx.finishing.push(writer);
+        let settings = Settings::load(&ctx.config)?;
+        // The standing rules, as one set, before the first call: a bad file refuses the start.
+        let rules = settings
+            .preauth_rules()
+            .map_err(|e| anyhow::anyhow!("preauthorization rules refused: {e}"))?;
+        store::preauth::sync(&ctx.pool, &rules)
+            .await
+            .map_err(|e| anyhow::anyhow!("preauthorization rules not synchronised: {e}"))?;
+        tracing::info!(
+            rules = rules.len(),
+            "standing preauthorization rules loaded"
+        );
         let (strangers, writer) = Tally::start(ctx.pool.clone());
         ctx.finishing.push(writer);
-        Ok(routes(&ctx, log, strangers))
+        Ok(routes(&ctx, log, strangers, settings, rules))
     })
 }
 
-fn routes(ctx: &ServeContext, log: DecisionLog, strangers: Tally) -> Routes {
+fn routes(
+    ctx: &ServeContext,
+    log: DecisionLog,
+    strangers: Tally,
+    settings: Settings,
+    rules: Vec<Rule>,
+) -> Routes {
     let server = WardServer::new(WardService {
         ctx: ctx.clone(),
         log,
         strangers,
+        streams: Arc::new(tokio::sync::Semaphore::new(settings.stream_limit)),
+        settings,
+        rules: Arc::new(rules),
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

@@ -7,6 +7,7 @@
 //! deciding from its tables), `error` (the one error type and its status mapping).
 
 pub mod actions;
+pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;

@@ -12,12 +12,28 @@
 //! reduce of the text; and for the larger bundles the time per record
 //! relative to the baseline bundle measured in the same run (1.0 = perfectly
 //! linear). The input is parsed once.
+//!
+//! Then inputs at the 8 MiB size cap, each built to hit one check a hostile
+//! caller could make expensive (resolutions §H.7: every check O(n log n),
+//! a bundle at the cap reduces in well under a second): `expectedScope`
+//! filled with distinct strings (uniqueness of array items), the same with
+//! one duplicate (an invalid context), `trustedProducers` filled (trust
+//! lookups) and filled with malformed items (an invalid context), `requiredEvidenceIds` filled beside thousands of
+//! evidence records (claims × records), distinct evidence records only, and
+//! one long supersession chain whose head is unresolved (propagation down a
+//! chain), and one record with a million malformed items, alone and beside
+//! an id-only reference (schema-invalid records judged without listing every
+//! issue). Each is parsed and reduced a few times; the bench prints p50 and
+//! max, and the ratio to the baseline bundle's reduce in the same run, in
+//! time and per byte.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use lychd_helmloop::reduce::{Disposition, EvaluationInput, reduce};
-use lychd_helmloop::{Value, parse, record_digest, to_canonical_vec};
+use lychd_helmloop::{
+    DEFAULT_MAX_BYTES, Map, Value, parse, policy_digest, record_digest, to_canonical_vec,
+};
 
 fn baseline() -> Value {
     let path = concat!(
@@ -63,6 +79,195 @@ fn grown(base: &Value, total: usize) -> Value {
     }
     input.insert("records", Value::Array(records));
     Value::Object(input)
+}
+
+/// Canonical size an at-cap input is grown to (the parse cap is 8 MiB).
+const CAP_TARGET: usize = DEFAULT_MAX_BYTES - 64 * 1024;
+
+fn records_of(input: &Value) -> Vec<Value> {
+    input
+        .get("records")
+        .and_then(Value::as_array)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default()
+}
+
+fn with(input: &Value, key: &str, value: Value) -> Value {
+    let Value::Object(mut m) = input.clone() else {
+        panic!("input is an object")
+    };
+    m.insert(key, value);
+    Value::Object(m)
+}
+
+/// The input with context member `key` replaced and the policy digest
+/// recomputed, so the frame stays usable and every stage runs.
+fn with_control(input: &Value, key: &str, value: Value) -> Value {
+    let Some(Value::Object(mut ctx)) = input.get("context").cloned() else {
+        panic!("context")
+    };
+    ctx.insert(key, value);
+    let digest = policy_digest(&Value::Object(ctx.clone())).expect("policy digest");
+    if let Some(Value::Object(p)) = ctx.get_mut("policy") {
+        p.insert("digest", Value::from(digest.render()));
+    }
+    with(input, "context", Value::Object(ctx))
+}
+
+fn seal(mut r: Value) -> Value {
+    let d = record_digest(&r).expect("digest").render();
+    if let Value::Object(m) = &mut r {
+        m.insert("digest", Value::from(d));
+    }
+    r
+}
+
+fn size(v: &Value) -> usize {
+    to_canonical_vec(v).expect("canonical").len()
+}
+
+/// Distinct strings `prefix-N` filling about `bytes` bytes of JSON.
+fn strings(prefix: &str, bytes: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut used = 0;
+    let mut n = 0;
+    while used < bytes {
+        let s = format!("{prefix}{n:08}");
+        used += s.len() + 3;
+        out.push(Value::from(s));
+        n += 1;
+    }
+    out
+}
+
+/// A sealed copy of the baseline latency evidence with another id.
+fn evidence_copy(template: &Value, id: &str, supersedes: Option<&Value>) -> Value {
+    let Value::Object(mut r) = template.clone() else {
+        panic!("record")
+    };
+    r.insert("id", Value::from(id));
+    if let Some(p) = supersedes {
+        let mut sup = Map::new();
+        for k in ["recordType", "id", "digest"] {
+            sup.insert(k, p.get(k).cloned().expect("ref member"));
+        }
+        sup.insert("reason", Value::from("supersede"));
+        r.insert("supersedes", Value::Array(vec![Value::Object(sup)]));
+    }
+    seal(Value::Object(r))
+}
+
+fn latency_template(base: &Value) -> Value {
+    records_of(base)
+        .into_iter()
+        .find(|r| r.get("id").and_then(Value::as_str) == Some("evidence-latency-1"))
+        .expect("latency evidence")
+}
+
+/// The at-cap inputs: `(name, input)`.
+fn at_cap(base: &Value) -> Vec<(&'static str, Value)> {
+    let room = CAP_TARGET - size(base);
+    let mut out = Vec::new();
+    let scope = strings("namespace/tenant/", room);
+    out.push((
+        "expectedScope filled, distinct",
+        with_control(base, "expectedScope", Value::Array(scope.clone())),
+    ));
+    let mut dup = scope;
+    let last = dup[0].clone();
+    dup.push(last);
+    dup.remove(1);
+    out.push((
+        "expectedScope filled, one duplicate",
+        with_control(base, "expectedScope", Value::Array(dup)),
+    ));
+    let mut producers = strings("producer:", room);
+    producers.push(Value::from("evidence-bot"));
+    producers.push(Value::from("runner-7"));
+    out.push((
+        "trustedProducers filled",
+        with_control(base, "trustedProducers", Value::Array(producers)),
+    ));
+    // Every item malformed (not an identifier): the context is invalid,
+    // and the frame must classify it without listing every issue.
+    out.push((
+        "trustedProducers filled, every item malformed",
+        with_control(
+            base,
+            "trustedProducers",
+            Value::Array(strings("producer/", room)),
+        ),
+    ));
+    // Half the room in required claim ids, half in evidence records.
+    let claims = strings("crit-extra:", room / 2);
+    let with_claims = with_control(base, "requiredEvidenceIds", Value::Array(claims));
+    let n = records_of(base).len();
+    let per_record = size(&grown(base, n + 1)) - size(base);
+    let half = grown(&with_claims, n + room / 2 / per_record);
+    out.push(("requiredEvidenceIds + evidence records", half));
+    out.push((
+        "evidence records only",
+        grown(base, n + room / per_record - 1),
+    ));
+    // One chain of evidence records, each superseding the previous; the
+    // head names a predecessor that is absent, so the whole chain is
+    // unavailable and the reducer must propagate that down the chain.
+    let template = latency_template(base);
+    let mut missing = template.clone();
+    if let Value::Object(m) = &mut missing {
+        m.insert("id", Value::from("evidence-latency-absent"));
+    }
+    let mut prev = seal(missing);
+    let mut records = records_of(base);
+    let mut total = size(base);
+    let mut k = 0;
+    while total + per_record + 200 < CAP_TARGET {
+        let r = evidence_copy(&template, &format!("evidence-chain-{k:06}"), Some(&prev));
+        total += size(&r) + 1;
+        records.push(r.clone());
+        prev = r;
+        k += 1;
+    }
+    out.push((
+        "supersession chain, head unresolved",
+        with(base, "records", Value::Array(records)),
+    ));
+    // One record whose `limitations` hold a million malformed items (an
+    // invalid record the interpreter would list issue by issue), alone and
+    // with an id-only reference beside them.
+    let mut bad = template.clone();
+    let items = (room.saturating_sub(4096)) / 8;
+    if let Value::Object(m) = &mut bad {
+        m.insert("id", Value::from("evidence-malformed"));
+        m.insert(
+            "limitations",
+            Value::Array(
+                (0..items)
+                    .map(|i| Value::Int(1_000_000 + i as i64))
+                    .collect(),
+            ),
+        );
+    }
+    let bad = seal(bad);
+    let mut records = records_of(base);
+    records.push(bad.clone());
+    out.push((
+        "one record with a million malformed items",
+        with(base, "records", Value::Array(records)),
+    ));
+    let mut id_only = bad;
+    if let Value::Object(m) = &mut id_only
+        && let Some(Value::Object(c)) = m.get_mut("contractRef")
+    {
+        c.remove("digest");
+    }
+    let mut records = records_of(base);
+    records.push(id_only);
+    out.push((
+        "the same with an id-only reference",
+        with(base, "records", Value::Array(records)),
+    ));
+    out
 }
 
 struct Stats {
@@ -221,6 +426,35 @@ fn main() {
             g.per_sec,
             per_record,
             per_record / base_per_record
+        );
+    }
+    // At the size cap: parse + reduce of the text, as a server would.
+    let base_text_len = text.len() as f64;
+    for (name, input) in at_cap(&base) {
+        let text = to_canonical_vec(&input).expect("canonical");
+        assert!(text.len() <= DEFAULT_MAX_BYTES, "{name}: within the cap");
+        let parsed = EvaluationInput::parse(&text).expect("parses");
+        let disposition = reduce(&parsed).disposition;
+        let r = measure(|| reduce(&parsed).disposition, 1, 5);
+        let pr = measure(
+            || {
+                lychd_helmloop::reduce_bytes(&text)
+                    .expect("parses")
+                    .disposition
+            },
+            1,
+            5,
+        );
+        let bytes_ratio = text.len() as f64 / base_text_len;
+        println!(
+            "at cap: {name} ({} bytes, {}): reduce p50 {:.1} ms, max {:.1} ms ({:.0}x baseline reduce, {:.2}x per byte); parse + reduce p50 {:.1} ms",
+            text.len(),
+            disposition.as_str(),
+            us(r.p50) / 1000.0,
+            us(r.max) / 1000.0,
+            us(r.p50) / us(s.p50),
+            us(r.p50) / us(s.p50) / bytes_ratio,
+            us(pr.p50) / 1000.0,
         );
     }
     println!("load average {} (end)", load());

@@ -113,6 +113,69 @@ pub fn to_canonical_vec_omit(value: &Value, omit: Omit) -> Result<Vec<u8>, C14nE
     Ok(out)
 }
 
+/// Canonical bytes of `value` with the nesting limit counted inside each
+/// record found at `roots` (resolutions §H.8), as [`parse::parse_records`]
+/// reads them: an evaluation input assembled from records that serialize on
+/// their own always serializes. With `RecordRoots::None` it is
+/// [`to_canonical_vec`].
+pub fn to_canonical_vec_records(
+    value: &Value,
+    roots: parse::RecordRoots,
+) -> Result<Vec<u8>, C14nError> {
+    let mut out = Vec::new();
+    write_with_roots(&mut out, value, 0, roots.root(), roots)?;
+    Ok(out)
+}
+
+fn write_with_roots(
+    out: &mut Vec<u8>,
+    value: &Value,
+    depth: usize,
+    at: parse::At,
+    roots: parse::RecordRoots,
+) -> Result<(), C14nError> {
+    if at == parse::At::Off {
+        return write_value(out, value, depth);
+    }
+    match value {
+        Value::Array(items) => {
+            if depth >= MAX_DEPTH {
+                return Err(C14nError::in_value(ErrorCode::DepthExceeded));
+            }
+            let records = roots.elements_are_records(at);
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                if records {
+                    write_value(out, v, 0)?;
+                } else {
+                    write_value(out, v, depth + 1)?;
+                }
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            if depth >= MAX_DEPTH {
+                return Err(C14nError::in_value(ErrorCode::DepthExceeded));
+            }
+            out.push(b'{');
+            for (i, (k, v)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_key(out, k)?;
+                let child = roots.member_at(at, k.as_bytes());
+                write_with_roots(out, v, depth + 1, child, roots)?;
+            }
+            out.push(b'}');
+        }
+        other => write_value(out, other, depth)?,
+    }
+    Ok(())
+}
+
 /// Writes the canonical bytes of `value` to `out` (cleared first) and returns
 /// the byte range of its top-level `digest` member together with one adjacent
 /// comma, if it has one: the bytes without that range are exactly

@@ -46,6 +46,11 @@ pub struct Expected {
     pub reject: BTreeSet<String>,
     /// The complete hold channel.
     pub hold: BTreeSet<String>,
+    /// Optional `recordStatuses`: `(recordType, id, status)` that every
+    /// distinct body with that identity must have in `recordResults`. Used
+    /// where the rule under test shows only in record results (resolutions
+    /// §H.6: lineage flags computed to a fixed point).
+    pub record_statuses: Vec<(String, String, String)>,
 }
 
 /// One conformance case.
@@ -87,13 +92,25 @@ fn strings(v: Option<&Value>, what: &str) -> Result<BTreeSet<String>, CaseError>
 impl Case {
     /// Parses a case document (strict HL-C14N-1).
     pub fn parse(bytes: &[u8]) -> Result<Case, CaseError> {
-        let doc = parse(bytes).map_err(|e| CaseError(e.to_string()))?;
+        // Records nest as deep inside a case as on their own (resolutions §H.8).
+        let doc = crate::parse::parse_records(
+            bytes,
+            crate::parse::ParseOptions::default(),
+            crate::parse::RecordRoots::CaseRecords,
+        )
+        .map_err(|e| CaseError(e.to_string()))?;
         Case::from_value(doc)
     }
 
     /// Reads a case from its value.
     pub fn from_value(doc: Value) -> Result<Case, CaseError> {
-        let case_digest = binding_digest(&doc).map_err(|e| CaseError(e.to_string()))?;
+        // Records nest as deep inside a case as on their own (resolutions §H.8).
+        let case_digest =
+            crate::canon::to_canonical_vec_records(&doc, crate::parse::RecordRoots::CaseRecords)
+                .map(|bytes| {
+                    crate::digest::digest_canonical(crate::digest::Domain::Binding, &bytes)
+                })
+                .map_err(|e| CaseError(e.to_string()))?;
         let case_id = doc
             .get("caseId")
             .and_then(Value::as_str)
@@ -119,6 +136,27 @@ impl Case {
         let codes = exp.get("reasonCodes");
         let reject = strings(codes.and_then(|c| c.get("reject")), "expected reject codes")?;
         let hold = strings(codes.and_then(|c| c.get("hold")), "expected hold codes")?;
+        let mut record_statuses = Vec::new();
+        if let Some(list) = exp.get("recordStatuses") {
+            let items = list.as_array().ok_or_else(|| {
+                CaseError(format!(
+                    "{case_id}: expected.recordStatuses is not an array"
+                ))
+            })?;
+            for item in items {
+                let field = |k: &str| {
+                    item.get(k)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| {
+                            CaseError(format!(
+                                "{case_id}: expected.recordStatuses entry lacks {k}"
+                            ))
+                        })
+                };
+                record_statuses.push((field("recordType")?, field("id")?, field("status")?));
+            }
+        }
         let input = doc
             .get("input")
             .cloned()
@@ -132,6 +170,7 @@ impl Case {
                 axes,
                 reject,
                 hold,
+                record_statuses,
             },
         })
     }
@@ -191,6 +230,20 @@ pub fn run_case(case: &Case) -> CaseResult {
     }
     channel_failures("reject", &e.reject, &actual.reject, &mut failures);
     channel_failures("hold", &e.hold, &actual.hold, &mut failures);
+    for (t, id, want) in &e.record_statuses {
+        let got: Vec<&str> = actual
+            .record_results
+            .iter()
+            .filter(|r| r.record_type.as_deref() == Some(t) && r.id.as_deref() == Some(id))
+            .map(|r| r.status.as_str())
+            .collect();
+        if got.is_empty() {
+            failures.push(format!("recordStatuses: no record {t} {id}"));
+        }
+        for g in got.into_iter().filter(|g| g != want) {
+            failures.push(format!("recordStatuses: {t} {id} expected {want}, got {g}"));
+        }
+    }
     for c in e.reject.iter().chain(&e.hold) {
         if ReasonCode::from_code(c).is_none() {
             failures.push(format!("expected code {c} is not a reason code"));

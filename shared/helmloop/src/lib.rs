@@ -29,15 +29,18 @@ mod value;
 
 pub use canon::{
     DIGEST_MEMBER, Omit, canonicalize, canonicalize_into, canonicalize_with, to_canonical_string,
-    to_canonical_vec, to_canonical_vec_omit,
+    to_canonical_vec, to_canonical_vec_omit, to_canonical_vec_records,
 };
 pub use digest::{
     Digest, DigestSyntaxError, Domain, binding_digest, canonical_for_domain, digest_canonical,
     digest_json, digest_json_with, digest_value, record_digest,
 };
 pub use error::{C14nError, ErrorCode};
-pub use parse::{DEFAULT_MAX_BYTES, MAX_DEPTH, ParseOptions, is_nfc, parse, parse_with};
-pub use reduce::{EvaluationInput, ReductionResult, reduce, reduce_bytes};
+pub use parse::{
+    DEFAULT_MAX_BYTES, MAX_DEPTH, ParseOptions, RecordRoots, is_nfc, parse, parse_records,
+    parse_with,
+};
+pub use reduce::{EvaluationInput, ReductionResult, policy_digest, reduce, reduce_bytes};
 pub use utf16::cmp_utf16;
 pub use value::{MAX_SAFE_INTEGER, Map, Value};
 

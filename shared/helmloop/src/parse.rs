@@ -54,6 +54,65 @@ impl Default for ParseOptions {
     }
 }
 
+/// Where the nesting limit restarts: the depth of a record is counted inside
+/// the record itself, wherever the record travels (resolutions §H.8), so a
+/// record accepted on its own is accepted inside an evaluation input, a
+/// bundle or a conformance case alike. Everything outside those records
+/// keeps the limit counted from the document root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordRoots {
+    /// The whole document counts from its root (the plain profile).
+    #[default]
+    None,
+    /// Each element of the top-level `records` array is a record
+    /// (an evaluation input).
+    InputRecords,
+    /// Each element of `input.records` is a record (a conformance case).
+    CaseRecords,
+    /// Each element of a top-level array (a bundle), or of the top-level
+    /// `records` array (an evaluation input), is a record (`validate`).
+    Document,
+}
+
+/// Where a reader or writer is relative to the record roots of a
+/// [`RecordRoots`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum At {
+    Off,
+    Root,
+    UnderInput,
+    /// The array whose elements are records.
+    Records,
+}
+
+impl RecordRoots {
+    /// Where the document root is.
+    pub(crate) fn root(self) -> At {
+        if self == RecordRoots::None {
+            At::Off
+        } else {
+            At::Root
+        }
+    }
+
+    /// Where a member named `k` of an object at `at` is.
+    pub(crate) fn member_at(self, at: At, k: &[u8]) -> At {
+        match (self, at, k) {
+            (RecordRoots::InputRecords | RecordRoots::Document, At::Root, b"records") => {
+                At::Records
+            }
+            (RecordRoots::CaseRecords, At::Root, b"input") => At::UnderInput,
+            (RecordRoots::CaseRecords, At::UnderInput, b"records") => At::Records,
+            _ => At::Off,
+        }
+    }
+
+    /// Whether the elements of an array at `at` are records.
+    pub(crate) fn elements_are_records(self, at: At) -> bool {
+        at == At::Records || (self == RecordRoots::Document && at == At::Root)
+    }
+}
+
 /// Parses `input` strictly into a [`Value`] with the default options.
 pub fn parse(input: &[u8]) -> Result<Value, C14nError> {
     parse_with(input, ParseOptions::default())
@@ -61,8 +120,18 @@ pub fn parse(input: &[u8]) -> Result<Value, C14nError> {
 
 /// Parses `input` strictly into a [`Value`].
 pub fn parse_with(input: &[u8], options: ParseOptions) -> Result<Value, C14nError> {
+    parse_records(input, options, RecordRoots::None)
+}
+
+/// Parses `input` strictly into a [`Value`], counting the nesting limit
+/// inside each record found at `roots` (resolutions §H.8).
+pub fn parse_records(
+    input: &[u8],
+    options: ParseOptions,
+    roots: RecordRoots,
+) -> Result<Value, C14nError> {
     let mut sink = TreeSink::default();
-    run(input, options, &mut sink)?;
+    run_with(input, options, roots, &mut sink)?;
     Ok(sink.root.unwrap_or(Value::Null))
 }
 
@@ -301,6 +370,16 @@ pub(crate) fn run<S: Sink>(
     options: ParseOptions,
     sink: &mut S,
 ) -> Result<(), C14nError> {
+    run_with(input, options, RecordRoots::None, sink)
+}
+
+/// [`run`] with the nesting limit restarting at each record of `roots`.
+pub(crate) fn run_with<S: Sink>(
+    input: &[u8],
+    options: ParseOptions,
+    roots: RecordRoots,
+    sink: &mut S,
+) -> Result<(), C14nError> {
     if input.len() > options.max_bytes {
         return Err(C14nError::at(ErrorCode::TooLarge, options.max_bytes));
     }
@@ -315,6 +394,7 @@ pub(crate) fn run<S: Sink>(
         pos: 0,
         scratch: Vec::new(),
         keys: KeyTracker::default(),
+        roots,
     };
     let result = p.document(sink);
     if result.is_err()
@@ -349,12 +429,13 @@ struct Parser<'a> {
     pos: usize,
     scratch: Vec<u8>,
     keys: KeyTracker,
+    roots: RecordRoots,
 }
 
 impl<'a> Parser<'a> {
     fn document<S: Sink>(&mut self, sink: &mut S) -> Result<(), C14nError> {
         self.skip_ws();
-        self.value(0, sink)?;
+        self.value(0, self.roots.root(), sink)?;
         self.skip_ws();
         if self.pos < self.bytes.len() {
             return Err(C14nError::at(ErrorCode::TrailingInput, self.pos));
@@ -382,10 +463,10 @@ impl<'a> Parser<'a> {
         C14nError::at(ErrorCode::Syntax, self.pos)
     }
 
-    fn value<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+    fn value<S: Sink>(&mut self, depth: usize, at: At, sink: &mut S) -> Result<(), C14nError> {
         match self.peek() {
-            Some(b'{') => self.object(depth + 1, sink),
-            Some(b'[') => self.array(depth + 1, sink),
+            Some(b'{') => self.object(depth + 1, at, sink),
+            Some(b'[') => self.array(depth + 1, at, sink),
             Some(b'"') => {
                 let (s, token) = match self.string_token()? {
                     Decoded::Input(a, b) => (&self.bytes[a..b], Some(&self.bytes[a - 1..b + 1])),
@@ -412,7 +493,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn object<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+    fn object<S: Sink>(
+        &mut self,
+        depth: usize,
+        at_path: At,
+        sink: &mut S,
+    ) -> Result<(), C14nError> {
         if depth > MAX_DEPTH {
             return Err(C14nError::at(ErrorCode::DepthExceeded, self.pos));
         }
@@ -442,6 +528,11 @@ impl<'a> Parser<'a> {
             if !self.keys.insert(k, bytes, at) {
                 return Err(C14nError::at(ErrorCode::DuplicateKey, key_offset));
             }
+            let child = if at_path == At::Off {
+                At::Off
+            } else {
+                self.roots.member_at(at_path, k)
+            };
             sink.key(k, token);
             self.skip_ws();
             if self.peek() != Some(b':') {
@@ -449,7 +540,7 @@ impl<'a> Parser<'a> {
             }
             self.pos += 1;
             self.skip_ws();
-            self.value(depth, sink)?;
+            self.value(depth, child, sink)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => {
@@ -468,7 +559,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn array<S: Sink>(&mut self, depth: usize, sink: &mut S) -> Result<(), C14nError> {
+    fn array<S: Sink>(&mut self, depth: usize, at: At, sink: &mut S) -> Result<(), C14nError> {
         if depth > MAX_DEPTH {
             return Err(C14nError::at(ErrorCode::DepthExceeded, self.pos));
         }
@@ -480,8 +571,14 @@ impl<'a> Parser<'a> {
             sink.end_array();
             return Ok(());
         }
+        // The elements of a records array count their nesting from themselves.
+        let element_depth = if self.roots.elements_are_records(at) {
+            0
+        } else {
+            depth
+        };
         loop {
-            self.value(depth, sink)?;
+            self.value(element_depth, At::Off, sink)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => {
@@ -1073,6 +1170,50 @@ mod tests {
         assert!(parse(ok.as_bytes()).is_ok());
         let deep = "[".repeat(100_000);
         assert_code(deep.as_bytes(), ErrorCode::DepthExceeded, MAX_DEPTH);
+    }
+
+    /// Resolutions §H.8: the nesting limit is counted inside each record.
+    #[test]
+    fn record_roots_count_depth_inside_each_record() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let opts = ParseOptions::default();
+        // A record (object) with 127 more containers inside: 128 deep.
+        let record = format!(r#"{{"p":{}}}"#, deep(MAX_DEPTH - 1));
+        assert!(parse(record.as_bytes()).is_ok());
+        let input = format!(r#"{{"context":{{}},"records":[{{"a":1}},{record}]}}"#);
+        assert_eq!(
+            parse(input.as_bytes()).unwrap_err().code(),
+            ErrorCode::DepthExceeded
+        );
+        let v = parse_records(input.as_bytes(), opts, RecordRoots::InputRecords).unwrap();
+        assert_eq!(
+            crate::canon::to_canonical_vec_records(&v, RecordRoots::InputRecords).unwrap(),
+            input.as_bytes()
+        );
+        assert!(crate::to_canonical_vec(&v).is_err());
+        // The same record inside a conformance case and (validate) a bundle.
+        let case = format!(r#"{{"input":{input}}}"#);
+        assert!(parse_records(case.as_bytes(), opts, RecordRoots::CaseRecords).is_ok());
+        assert!(parse_records(case.as_bytes(), opts, RecordRoots::InputRecords).is_err());
+        let bundle = format!("[{record}]");
+        assert!(parse_records(bundle.as_bytes(), opts, RecordRoots::Document).is_ok());
+        assert!(parse(bundle.as_bytes()).is_err());
+        // One container more inside the record is refused, at that bracket.
+        let too_deep = format!(r#"{{"records":[{{"p":{}}}]}}"#, deep(MAX_DEPTH));
+        let e = parse_records(too_deep.as_bytes(), opts, RecordRoots::InputRecords).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::DepthExceeded);
+        assert_eq!(e.offset(), Some(17 + MAX_DEPTH - 1));
+        // Outside the records the limit still counts from the root.
+        let context = format!(r#"{{"context":{},"records":[]}}"#, deep(MAX_DEPTH));
+        assert_eq!(
+            parse_records(context.as_bytes(), opts, RecordRoots::InputRecords)
+                .unwrap_err()
+                .code(),
+            ErrorCode::DepthExceeded
+        );
+        // Only the top-level `records` member holds records.
+        let nested = format!(r#"{{"x":{{"records":[{record}]}}}}"#);
+        assert!(parse_records(nested.as_bytes(), opts, RecordRoots::InputRecords).is_err());
     }
 
     #[test]

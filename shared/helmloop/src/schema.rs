@@ -259,6 +259,95 @@ struct Structural {
     input: Option<Program>,
     result: Option<Program>,
     portability: Option<Program>,
+    /// Member by member: `$defs/EvaluationInput` and `$defs/EvaluationContext`.
+    input_members: Option<Members>,
+    context_members: Option<Members>,
+}
+
+/// A closed object definition (`type: object`, `properties`, `required`,
+/// `additionalProperties: false`, annotations) compiled member by member, so
+/// a verdict can say *which kind* of member failed without collecting every
+/// issue.
+pub(crate) struct Members {
+    /// Property name and its compiled schema, sorted by name.
+    properties: Vec<(String, Program)>,
+    required: Vec<String>,
+}
+
+/// What is wrong with an object under a [`Members`] definition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MemberVerdict {
+    /// A required member is absent.
+    pub missing: bool,
+    /// A member is unknown or fails its schema, or the value is not an object.
+    pub invalid: bool,
+}
+
+impl Members {
+    fn compile(bundle: &Json, def: &str) -> Option<Members> {
+        let d = bundle.get("$defs")?.get(def)?.as_object()?;
+        for k in d.keys() {
+            if !matches!(
+                k.as_str(),
+                "type" | "properties" | "required" | "additionalProperties" | "description"
+            ) {
+                return None;
+            }
+        }
+        if d.get("type")? != "object" || d.get("additionalProperties")? != false {
+            return None;
+        }
+        let mut properties = Vec::new();
+        for (name, schema) in d.get("properties")?.as_object()? {
+            properties.push((
+                name.clone(),
+                Program::compile_subschema(schema, bundle, BUNDLE_ID)?,
+            ));
+        }
+        properties.sort_by(|a, b| a.0.cmp(&b.0));
+        let required = d
+            .get("required")?
+            .as_array()?
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Members {
+            properties,
+            required,
+        })
+    }
+
+    /// The verdict on `v`, skipping the members named in `skip` (judged
+    /// by the caller).
+    pub(crate) fn verdict(&self, v: &Value, skip: &[&str]) -> MemberVerdict {
+        let mut out = MemberVerdict::default();
+        let Value::Object(m) = v else {
+            out.invalid = true;
+            return out;
+        };
+        out.missing = self
+            .required
+            .iter()
+            .any(|r| !skip.contains(&r.as_str()) && !m.contains_key(r));
+        out.invalid = m.iter().any(|(k, x)| {
+            !skip.contains(&k)
+                && match self.properties.binary_search_by(|(n, _)| n.as_str().cmp(k)) {
+                    Ok(i) => !self.properties[i].1.is_valid(x),
+                    Err(_) => true,
+                }
+        });
+        out
+    }
+}
+
+/// `$defs/EvaluationInput` member by member, when it compiles.
+pub(crate) fn input_members() -> Option<&'static Members> {
+    structural().input_members.as_ref()
+}
+
+/// `$defs/EvaluationContext` member by member, when it compiles.
+pub(crate) fn context_members() -> Option<&'static Members> {
+    structural().context_members.as_ref()
 }
 
 fn structural() -> &'static Structural {
@@ -281,6 +370,8 @@ fn structural() -> &'static Structural {
             input: def("EvaluationInput"),
             result: def("ReductionResult"),
             portability: document(PORTABILITY_RECEIPT_JSON),
+            input_members: Members::compile(&bundle, "EvaluationInput"),
+            context_members: Members::compile(&bundle, "EvaluationContext"),
         }
     })
 }
@@ -309,15 +400,26 @@ pub fn is_valid_value(shape: Shape, instance: &Value) -> bool {
 
 /// Validates `instance` against `shape`; an empty list means valid.
 pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
+    validate_limited(shape, instance, usize::MAX).0
+}
+
+/// [`validate`] stopping after `limit` issues; the flag says whether more
+/// were left unlisted. The interpreter's errors are taken lazily, so the
+/// cost of a document with a million issues is bounded by `limit`.
+pub fn validate_limited(shape: Shape, instance: &Json, limit: usize) -> (Vec<SchemaIssue>, bool) {
+    if limit == 0 {
+        return (Vec::new(), !is_valid(shape, instance));
+    }
     let c = match compiled() {
         Ok(c) => c,
         Err(e) => {
-            return vec![SchemaIssue {
+            let issue = SchemaIssue {
                 instance_path: String::new(),
                 keyword: "$schema".to_owned(),
                 schema_path: String::new(),
                 message: format!("schema bundle unavailable: {e}"),
-            }];
+            };
+            return (vec![issue], false);
         }
     };
     let validator = match shape {
@@ -330,6 +432,9 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
     };
     let mut issues = Vec::new();
     for e in validator.iter_errors(instance) {
+        if issues.len() >= limit {
+            return (issues, true);
+        }
         let path = e.instance_path.as_str().to_owned();
         let schema_path = e.schema_path.as_str().to_owned();
         let keyword = schema_path
@@ -340,7 +445,9 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
         match &e.kind {
             ValidationErrorKind::AdditionalProperties { unexpected }
             | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-                for name in unexpected {
+                // One more than the room left tells that there are more.
+                let room = limit.saturating_sub(issues.len()).saturating_add(1);
+                for name in unexpected.iter().take(room) {
                     issues.push(SchemaIssue {
                         instance_path: join_pointer(&path, name),
                         keyword: keyword.clone(),
@@ -366,7 +473,32 @@ pub fn validate(shape: Shape, instance: &Json) -> Vec<SchemaIssue> {
             }),
         }
     }
-    issues
+    let more = issues.len() > limit;
+    issues.truncate(limit);
+    (issues, more)
+}
+
+/// Whether the interpreter reports a missing required member whose JSON
+/// Pointer (the object's path plus the member name) satisfies `pred`. Errors
+/// are taken one at a time and none is kept, and the first match stops the
+/// walk.
+pub(crate) fn reports_missing(shape: Shape, instance: &Json, pred: impl Fn(&str) -> bool) -> bool {
+    let Ok(c) = compiled() else { return false };
+    let validator = match shape {
+        Shape::Record(t) => &c.records[t.index()],
+        Shape::AnyRecord => &c.any_record,
+        Shape::EvaluationContext => &c.context,
+        Shape::EvaluationInput => &c.input,
+        Shape::ReductionResult => &c.result,
+        Shape::PortabilityReceipt => &c.portability,
+    };
+    validator.iter_errors(instance).any(|e| match &e.kind {
+        ValidationErrorKind::Required { property } => pred(&join_pointer(
+            e.instance_path.as_str(),
+            property.as_str().unwrap_or_default(),
+        )),
+        _ => false,
+    })
 }
 
 fn join_pointer(base: &str, name: &str) -> String {

@@ -201,6 +201,16 @@ impl Program {
         Program::build(bundle, bundle_id, |c| c.compile(schema, base, true))
     }
 
+    /// Compiles a subschema found inside `bundle` (its references are
+    /// relative to the bundle).
+    pub(crate) fn compile_subschema(
+        schema: &Json,
+        bundle: &Json,
+        bundle_id: &str,
+    ) -> Option<Program> {
+        Program::build(bundle, bundle_id, |c| c.compile(schema, bundle_id, false))
+    }
+
     /// Compiles `$defs/name` of `bundle`.
     pub(crate) fn compile_def(name: &str, bundle: &Json, bundle_id: &str) -> Option<Program> {
         Program::build(bundle, bundle_id, |c| Some(vec![Check::Ref(c.def(name)?)]))
@@ -287,9 +297,7 @@ impl Program {
             (Check::Items(node), Value::Array(a)) => a.iter().all(|x| self.valid(*node, x)),
             (Check::MinItems(n), Value::Array(a)) => a.len() as u64 >= *n,
             (Check::MaxItems(n), Value::Array(a)) => a.len() as u64 <= *n,
-            (Check::UniqueItems, Value::Array(a)) => {
-                a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x))
-            }
+            (Check::UniqueItems, Value::Array(a)) => all_unique(a),
             (
                 Check::Object {
                     properties, closed, ..
@@ -350,6 +358,19 @@ impl Program {
         }
         next.all(|p| !p.required)
     }
+}
+
+/// Whether no two items of `a` are equal (JSON Schema `uniqueItems`). Small
+/// arrays are compared pairwise; larger ones are sorted by the total order of
+/// [`Value`] (consistent with its equality) and neighbours compared, so the
+/// cost is O(n log n) comparisons whatever an input holds (resolutions §H.7).
+pub(crate) fn all_unique(a: &[Value]) -> bool {
+    if a.len() <= 8 {
+        return a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x));
+    }
+    let mut sorted: Vec<&Value> = a.iter().collect();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
 }
 
 /// Folds a single-type `type` check into the check that already looks at
@@ -592,4 +613,44 @@ fn mention<'a>(properties: &'a mut Vec<Property>, name: &str) -> &'a mut Propert
 /// not compile).
 fn literal(v: &Json) -> Option<Value> {
     Value::from_serde(v).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_unique_agrees_with_pairwise_comparison() {
+        let pairwise = |a: &[Value]| a.iter().enumerate().all(|(i, x)| !a[i + 1..].contains(x));
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..40 {
+            for _ in 0..50 {
+                let items: Vec<Value> = (0..len)
+                    .map(|_| match next() % 5 {
+                        0 => Value::Int((next() % 6) as i64),
+                        1 => Value::from(format!("s{}", next() % 6)),
+                        2 => Value::Array(vec![Value::Int((next() % 3) as i64)]),
+                        3 => {
+                            let mut m = Map::new();
+                            m.insert(format!("k{}", next() % 2), Value::Bool(next() % 2 == 0));
+                            Value::Object(m)
+                        }
+                        _ => Value::Null,
+                    })
+                    .collect();
+                assert_eq!(all_unique(&items), pairwise(&items), "{items:?}");
+            }
+        }
+        let distinct: Vec<Value> = (0..10_000).map(|i| Value::from(format!("x{i}"))).collect();
+        assert!(all_unique(&distinct));
+        let mut dup = distinct;
+        dup.push(Value::from("x5000"));
+        assert!(!all_unique(&dup));
+    }
 }

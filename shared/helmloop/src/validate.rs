@@ -9,7 +9,7 @@
 
 use crate::digest::{Digest, record_digest};
 use crate::error::C14nError;
-use crate::parse::{ParseOptions, parse_with};
+use crate::parse::ParseOptions;
 use crate::schema::{self, RecordType, SchemaIssue, Shape};
 use crate::utf16::cmp_utf16;
 use crate::value::{Map, Value};
@@ -96,8 +96,11 @@ pub struct Report {
     pub kind: DocumentKind,
     /// Number of records checked.
     pub records: usize,
-    /// Every issue, sorted.
+    /// Every issue, sorted (at most the limit given, when one is).
     pub issues: Vec<Issue>,
+    /// Issues were left out because of a limit
+    /// ([`validate_document_limited`]).
+    pub truncated: bool,
 }
 
 impl Report {
@@ -137,6 +140,9 @@ impl Report {
             })
             .collect();
         m.insert("issues", Value::Array(issues));
+        if self.truncated {
+            m.insert("truncated", true.into());
+        }
         Value::Object(m)
     }
 
@@ -164,37 +170,70 @@ pub fn validate_document(input: &[u8]) -> Report {
 /// Validates a document: strict parse, then every record (version, schema,
 /// digest); for an evaluation input also its own shape and context.
 pub fn validate_document_with(input: &[u8], options: ParseOptions) -> Report {
-    let doc = match parse_with(input, options) {
+    validate_document_limited(input, options, usize::MAX)
+}
+
+/// [`validate_document_with`] listing at most `max_issues` issues: the
+/// interpreter's errors are taken lazily and records after the budget is
+/// spent are not examined, so a hostile document with a million issues
+/// costs what `max_issues` allows (resolutions §H.7). `truncated` says that
+/// issues were left out; which ones are listed is deterministic (document
+/// and schema order, then sorted).
+pub fn validate_document_limited(input: &[u8], options: ParseOptions, max_issues: usize) -> Report {
+    // The nesting limit is counted inside each record (resolutions §H.8).
+    let doc = match crate::parse::parse_records(
+        input,
+        options,
+        crate::parse::RecordRoots::InputRecords,
+    ) {
         Ok(v) => v,
         Err(e) => {
             return Report {
                 kind: DocumentKind::Unparsed,
                 records: 0,
                 issues: vec![parse_issue(e)],
+                truncated: false,
             };
         }
     };
     let mut issues = Vec::new();
+    let mut truncated = false;
+    let mut more = |issues: &mut Vec<Issue>, (found, cut): (Vec<Issue>, bool)| {
+        let room = max_issues.saturating_sub(issues.len());
+        truncated |= cut || found.len() > room;
+        issues.extend(found.into_iter().take(room));
+    };
+    let room = |issues: &Vec<Issue>| max_issues.saturating_sub(issues.len());
     let (kind, records) = match &doc {
         Value::Array(items) => {
             for (i, r) in items.iter().enumerate() {
-                issues.extend(validate_record(r, &format!("/{i}")));
+                let budget = room(&issues);
+                more(
+                    &mut issues,
+                    validate_record_limited(r, &format!("/{i}"), budget),
+                );
             }
             (DocumentKind::Bundle, items.len())
         }
         Value::Object(m) if m.contains_key("records") && !m.contains_key("recordType") => {
-            issues.extend(validate_input_shape(&doc));
+            let budget = room(&issues);
+            more(&mut issues, validate_input_shape(&doc, budget));
             let mut n = 0;
             if let Some(Value::Array(items)) = m.get("records") {
                 for (i, r) in items.iter().enumerate() {
-                    issues.extend(validate_record(r, &format!("/records/{i}")));
+                    let budget = room(&issues);
+                    more(
+                        &mut issues,
+                        validate_record_limited(r, &format!("/records/{i}"), budget),
+                    );
                 }
                 n = items.len();
             }
             (DocumentKind::EvaluationInput, n)
         }
         _ => {
-            issues.extend(validate_record(&doc, ""));
+            let budget = room(&issues);
+            more(&mut issues, validate_record_limited(&doc, "", budget));
             (DocumentKind::Record, 1)
         }
     };
@@ -203,6 +242,7 @@ pub fn validate_document_with(input: &[u8], options: ParseOptions) -> Report {
         kind,
         records,
         issues,
+        truncated,
     }
 }
 
@@ -255,13 +295,14 @@ fn version_issue(path: String) -> Issue {
     }
 }
 
-fn validate_input_shape(doc: &Value) -> Vec<Issue> {
+fn validate_input_shape(doc: &Value, limit: usize) -> (Vec<Issue>, bool) {
     if let Some(Value::String(v)) = doc.get("protocolVersion")
         && v != PROTOCOL_VERSION
     {
-        return vec![version_issue("/protocolVersion".to_owned())];
+        return (vec![version_issue("/protocolVersion".to_owned())], false);
     }
-    schema::validate(Shape::EvaluationInput, &doc.to_serde())
+    let (found, cut) = schema::validate_limited(Shape::EvaluationInput, &doc.to_serde(), limit);
+    let issues = found
         .into_iter()
         .map(|s| {
             let (code, channel) = if s.instance_path.starts_with("/context") {
@@ -275,21 +316,29 @@ fn validate_input_shape(doc: &Value) -> Vec<Issue> {
             };
             schema_issue(code, channel, "", s)
         })
-        .collect()
+        .collect();
+    (issues, cut)
 }
 
 /// Validates one record found at JSON Pointer `base`: version, schema, digest.
 pub fn validate_record(record: &Value, base: &str) -> Vec<Issue> {
+    validate_record_limited(record, base, usize::MAX).0
+}
+
+/// [`validate_record`] listing at most `limit` schema issues (the digest
+/// issue is always listed); the flag says whether more were left out.
+pub fn validate_record_limited(record: &Value, base: &str, limit: usize) -> (Vec<Issue>, bool) {
     if let Some(Value::String(v)) = record.get("schemaVersion")
         && v != PROTOCOL_VERSION
     {
-        return vec![version_issue(format!("{base}/schemaVersion"))];
+        return (vec![version_issue(format!("{base}/schemaVersion"))], false);
     }
     let shape = match record.get("recordType").and_then(Value::as_str) {
         Some(name) => RecordType::from_name(name).map_or(Shape::AnyRecord, Shape::Record),
         None => Shape::AnyRecord,
     };
-    let mut issues: Vec<Issue> = schema::validate(shape, &record.to_serde())
+    let (found, cut) = schema::validate_limited(shape, &record.to_serde(), limit);
+    let mut issues: Vec<Issue> = found
         .into_iter()
         .map(|s| schema_issue(RECORD_SCHEMA_INVALID, Channel::Reject, base, s))
         .collect();
@@ -309,5 +358,45 @@ pub fn validate_record(record: &Value, base: &str) -> Vec<Issue> {
             });
         }
     }
-    issues
+    (issues, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bundle of one record with thousands of malformed items and unknown
+    /// members: the limited report lists exactly the budget and says so;
+    /// the unlimited one lists everything and has no `truncated` member.
+    #[test]
+    fn a_limited_report_stops_at_the_budget() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/helmloop/records/evidence-record-v1.json"
+        );
+        let Value::Object(mut r) =
+            crate::parse(&std::fs::read(path).expect("fixture")).expect("parses")
+        else {
+            panic!("object")
+        };
+        r.insert("limitations", Value::Array(vec![Value::Int(1); 3_000]));
+        for i in 0..2_000 {
+            r.insert(format!("extra{i}"), Value::Null);
+        }
+        let doc =
+            crate::to_canonical_vec(&Value::Array(vec![Value::Object(r)])).expect("canonical");
+        let all = validate_document(&doc);
+        assert!(!all.truncated);
+        assert!(all.issues.len() > 5_000, "{}", all.issues.len());
+        assert!(all.to_value().get("truncated").is_none());
+        for limit in [0, 1, 7, 2_500] {
+            let some = validate_document_limited(&doc, ParseOptions::default(), limit);
+            assert_eq!(some.issues.len(), limit);
+            assert!(some.truncated);
+            assert_eq!(some.to_value().get("truncated"), Some(&Value::Bool(true)));
+        }
+        let exact = validate_document_limited(&doc, ParseOptions::default(), all.issues.len());
+        assert_eq!(exact.issues, all.issues);
+        assert!(!exact.truncated);
+    }
 }

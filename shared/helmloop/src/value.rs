@@ -295,11 +295,18 @@ impl Map {
 impl FromIterator<(String, Value)> for Map {
     /// Collects members; a later member with a name already seen replaces it.
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
-        let mut map = Map::new();
-        for (k, v) in iter {
-            map.insert(k, v);
+        // One stable sort, then the last member of each run of equal names:
+        // O(n log n) whatever the order of the members (resolutions §H.7).
+        let mut members: Vec<(String, Value)> = iter.into_iter().collect();
+        members.sort_by(|a, b| cmp_utf16(&a.0, &b.0));
+        let mut out: Vec<(String, Value)> = Vec::with_capacity(members.len());
+        for m in members {
+            match out.last_mut() {
+                Some(last) if last.0 == m.0 => *last = m,
+                _ => out.push(m),
+            }
         }
-        map
+        Map { members: out }
     }
 }
 
@@ -376,6 +383,31 @@ mod tests {
         assert_eq!(keys, vec!["10", "9", "\u{1F600}", "\u{E000}"]);
         assert_eq!(m.remove("10"), Some(Value::Int(3)));
         assert_eq!(m.get("9"), Some(&Value::Int(5)));
+    }
+
+    #[test]
+    fn collecting_members_keeps_the_last_of_a_name_in_utf16_order() {
+        let m: Map = [
+            ("b", 1),
+            ("a", 2),
+            ("b", 3),
+            ("\u{E000}", 4),
+            ("\u{1F600}", 5),
+            ("a", 6),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::Int(v)))
+        .collect();
+        let members: Vec<(&str, &Value)> = m.iter().collect();
+        assert_eq!(
+            members,
+            vec![
+                ("a", &Value::Int(6)),
+                ("b", &Value::Int(3)),
+                ("\u{1F600}", &Value::Int(5)),
+                ("\u{E000}", &Value::Int(4)),
+            ]
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod client;
 pub mod config;
 pub mod db;
 pub mod describe;
+pub mod feed;
 pub mod health;
 pub mod server;
 pub mod telemetry;

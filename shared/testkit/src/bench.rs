@@ -12,6 +12,8 @@ pub struct Stats {
     pub p99: Duration,
     /// Completed calls per second of wall time.
     pub per_second: f64,
+    /// Calls completed.
+    pub calls: usize,
     /// Lowest and highest p99 of five consecutive fifths of the calls (by start): a tail made
     /// by a few stalls shows as a wide spread.
     pub p99_of_fifths: (Duration, Duration),
@@ -30,6 +32,7 @@ impl Stats {
             p50: quantile(&mut all, 0.50),
             p99: quantile(&mut all, 0.99),
             per_second: all.len() as f64 / wall.as_secs_f64(),
+            calls: all.len(),
             p99_of_fifths: (
                 fifths.iter().copied().min().unwrap_or_default(),
                 fifths.iter().copied().max().unwrap_or_default(),
@@ -112,4 +115,83 @@ where
         all.push(t.await.expect("call"));
     }
     Stats::of(all, started.elapsed())
+}
+
+/// CPU time spent so far by this process (every office the bench runs in-process, the
+/// simulated runtimes and the bench's own clients) and by the test kit's PostgreSQL cluster
+/// (the postmaster, its live backends and those that exited). Read from `/proc`, in clock
+/// ticks of 10 ms: meaningful over cases of thousands of calls. Unlike latency, CPU per call
+/// barely moves when other work shares the cores, so it compares variants on a busy machine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    pub process: Duration,
+    pub database: Duration,
+}
+
+impl Cpu {
+    pub fn now() -> Cpu {
+        let own = stat_of("self").map(|s| s.own).unwrap_or_default();
+        Cpu {
+            process: ticks(own),
+            database: ticks(database_ticks()),
+        }
+    }
+
+    /// CPU per call between `self` (taken before) and now, for `calls` calls.
+    pub fn per_call_since(self, calls: usize) -> Cpu {
+        let now = Cpu::now();
+        let n = u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
+        Cpu {
+            process: now.process.saturating_sub(self.process) / n,
+            database: now.database.saturating_sub(self.database) / n,
+        }
+    }
+}
+
+struct ProcStat {
+    parent: u32,
+    /// utime + stime.
+    own: u64,
+    /// cutime + cstime (children waited for).
+    children: u64,
+}
+
+fn ticks(n: u64) -> Duration {
+    // `/proc` reports in USER_HZ, which is 100 on Linux.
+    Duration::from_millis(n * 10)
+}
+
+fn stat_of(pid: &str) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3.
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    Some(ProcStat {
+        parent: u32::try_from(field(4)?).ok()?,
+        own: field(14)? + field(15)?,
+        children: field(16)? + field(17)?,
+    })
+}
+
+fn database_ticks() -> u64 {
+    let pid_file = crate::pg::active_cluster_dir().join("data/postmaster.pid");
+    let Some(postmaster) = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+    else {
+        return 0;
+    };
+    let Some(root) = stat_of(&postmaster.to_string()) else {
+        return 0;
+    };
+    let live: u64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter_map(|pid| stat_of(&pid.to_string()))
+        .filter(|s| s.parent == postmaster)
+        .map(|s| s.own)
+        .sum();
+    root.own + root.children + live
 }

@@ -350,6 +350,12 @@ pub fn cluster_dir() -> PathBuf {
     crate::target_dir().join(cluster_name(lychd_pg::Durability::Throwaway))
 }
 
+/// Where the cluster this process uses lives (the one [`DURABILITY_ENV`] selects).
+pub(crate) fn active_cluster_dir() -> PathBuf {
+    let durability = durability().unwrap_or(lychd_pg::Durability::Throwaway);
+    crate::target_dir().join(cluster_name(durability))
+}
+
 /// The environment variable that selects the test kit's local cluster: unset or `throwaway`
 /// (the default: `fsync`, `synchronous_commit` and `full_page_writes` off, under
 /// `target/lychd-test-pg/`), or `durable` (production durability: those settings at their

@@ -3,7 +3,6 @@
 
 pub mod decision;
 pub mod demand;
-pub mod events;
 pub mod key;
 pub mod lease;
 pub mod observation;

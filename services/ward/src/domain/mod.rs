@@ -1,13 +1,15 @@
-//! Ward's rules, pure: grammar, kinds, secrets, lifetimes, decisions and paging.
+//! Ward's rules, pure: grammar, kinds, secrets, lifetimes, decisions, consent and paging.
 //!
 //! Invariant: no sqlx, no tonic, no clock, no I/O (secret generation reads the operating
 //! system's random source, nothing else). Everything here is unit-tested exhaustively.
 
+pub mod consent;
 pub mod decision;
 pub mod grammar;
 pub mod kinds;
 pub mod lifetime;
 pub mod paging;
+pub mod preauth;
 pub mod secret;
 
 // Bad input is collected in `lychd_runtime::refusal::Violations` while a request is decoded

@@ -28,6 +28,8 @@ pub enum List {
     Assignments,
     /// By sequence number, descending (newest first).
     Audit,
+    /// By sequence number, descending (newest first).
+    Consents,
 }
 
 impl List {
@@ -36,6 +38,7 @@ impl List {
             List::Principals => "p1",
             List::Assignments => "a1",
             List::Audit => "u1",
+            List::Consents => "c1",
         }
     }
 }
@@ -69,14 +72,14 @@ pub fn uuid_after(list: List, token: &str) -> Result<Option<Uuid>, &'static str>
     }
 }
 
-/// Token after the audit event with `seq`.
-pub fn seq_token(seq: i64) -> String {
-    encode(List::Audit, &seq.to_string())
+/// Token after the item with `seq` (lists keyed by sequence number: the audit, consents).
+pub fn seq_token(list: List, seq: i64) -> String {
+    encode(list, &seq.to_string())
 }
 
-/// The last sequence number of the previous audit page, `None` for the first page.
-pub fn seq_before(token: &str) -> Result<Option<i64>, &'static str> {
-    match decode(List::Audit, token)? {
+/// The last sequence number of the previous page, `None` for the first page.
+pub fn seq_before(list: List, token: &str) -> Result<Option<i64>, &'static str> {
+    match decode(list, token)? {
         None => Ok(None),
         Some(key) => match key.parse::<i64>() {
             Ok(seq) if seq > 0 && key == seq.to_string() => Ok(Some(seq)),
@@ -109,16 +112,27 @@ mod tests {
         }
         let t = uuid_token(List::Principals, id);
         assert_eq!(uuid_after(List::Assignments, &t), Err(BAD_TOKEN));
-        assert_eq!(seq_before(&t), Err(BAD_TOKEN));
+        assert_eq!(seq_before(List::Audit, &t), Err(BAD_TOKEN));
     }
 
     #[test]
     fn seq_tokens_round_trip() {
         for seq in [1, 42, i64::MAX] {
-            assert_eq!(seq_before(&seq_token(seq)), Ok(Some(seq)));
+            assert_eq!(
+                seq_before(List::Audit, &seq_token(List::Audit, seq)),
+                Ok(Some(seq))
+            );
         }
-        assert_eq!(seq_before(""), Ok(None));
-        assert_eq!(uuid_after(List::Principals, &seq_token(5)), Err(BAD_TOKEN));
+        assert_eq!(seq_before(List::Audit, ""), Ok(None));
+        assert_eq!(
+            uuid_after(List::Principals, &seq_token(List::Audit, 5)),
+            Err(BAD_TOKEN)
+        );
+        assert_eq!(
+            seq_before(List::Consents, &seq_token(List::Audit, 5)),
+            Err(BAD_TOKEN),
+            "an audit token does not page consents"
+        );
     }
 
     #[test]
@@ -144,7 +158,7 @@ mod tests {
             hex::encode("u1|5x"),
             hex::encode("u1|99999999999999999999"),
         ] {
-            assert_eq!(seq_before(&bad), Err(BAD_TOKEN), "{bad:?}");
+            assert_eq!(seq_before(List::Audit, &bad), Err(BAD_TOKEN), "{bad:?}");
         }
     }
 }

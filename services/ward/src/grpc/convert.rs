@@ -67,7 +67,7 @@ pub fn time(v: &mut Violations, field: &str, t: &Timestamp) -> Option<OffsetDate
     .ok()
 }
 
-type Decoded<T> = Result<T, WardError>;
+pub type Decoded<T> = Result<T, WardError>;
 
 /// The audiences a session is bound to at exchange.
 pub fn audiences(names: &[String]) -> Decoded<Audiences> {

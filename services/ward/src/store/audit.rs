@@ -102,5 +102,7 @@ pub async fn list(pool: &PgPool, size: u32, before: Option<i64>) -> Result<Page<
             },
         })
         .collect();
-    Ok(paginate(records, size, |r| paging::seq_token(r.seq)))
+    Ok(paginate(records, size, |r| {
+        paging::seq_token(paging::List::Audit, r.seq)
+    }))
 }

@@ -17,9 +17,11 @@
 pub mod assignments;
 pub mod audit;
 pub mod bootstrap;
+pub mod consents;
 pub mod credentials;
 pub mod decision_log;
 pub mod decisions;
+pub mod preauth;
 pub mod principals;
 pub mod sessions;
 pub mod strangers;

@@ -19,7 +19,7 @@ async fn all(w: &Ward) -> Vec<AuditRecord> {
         if page.next_page_token.is_empty() {
             return out;
         }
-        before = paging::seq_before(&page.next_page_token).unwrap();
+        before = paging::seq_before(paging::List::Audit, &page.next_page_token).unwrap();
     }
 }
 

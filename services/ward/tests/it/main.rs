@@ -7,10 +7,12 @@
 mod audit;
 mod bootstrap;
 mod common;
+mod consent;
 mod credentials;
 mod decision_log;
 mod decisions;
 mod grpc;
+mod preauth;
 mod race;
 mod schema;
 mod secrets;

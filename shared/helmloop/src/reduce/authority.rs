@@ -38,11 +38,12 @@ pub(crate) struct Use<'v> {
     pub terminal_at: Option<Millis>,
 }
 
-/// Intrinsic defects that make a grant unusable (reported only on use):
-/// an `actionDigest` that does not bind its fields, an issuer other than the
-/// accountable owner, a wildcard scope, or promote parameters other than its
-/// bound revision.
-fn grant_defect(w: &Work<'_>, g: usize) -> bool {
+/// Intrinsic defects that make a grant unusable, used or not (resolutions
+/// §H.4; every eligible grant step is checked in step 7 and flagged
+/// `AUTHORITY_WRONG_BINDING`): an `actionDigest` that does not bind its
+/// fields, an issuer other than the accountable owner, a wildcard scope, or
+/// promote parameters other than its bound revision.
+pub(crate) fn grant_defect(w: &Work<'_>, g: usize) -> bool {
     let r = &w.recs[g];
     let mut body = Map::new();
     for k in [
@@ -95,7 +96,7 @@ pub(crate) fn check_use(
         RecordStatus::Ineligible => return (A::Missing, Some(C::AuthorityMissing)),
     }
     let gid = w.recs[g].s(&["lineage", "grantId"]);
-    let Some(l) = lineages.iter().find(|l| l.grant_id == gid) else {
+    let Some(l) = super::lineage::find(lineages, gid) else {
         return (A::Missing, Some(C::AuthorityMissing));
     };
     if l.invalid {
@@ -117,7 +118,9 @@ pub(crate) fn check_use(
             .is_none_or(|k| k == gr.s(&["idempotencyKey"]))
         && gr.at(&["subject"]) == w.recs[u.consumer].at(&["subject"])
         && gr.at(&["revision"]) == w.recs[u.consumer].at(&["revision"]);
-    if grant_defect(w, g) || !binding_ok {
+    // A defective grant is already INVALID (step 7); here only its binding
+    // to this consumer is judged.
+    if !binding_ok {
         return (A::WrongBinding, Some(C::AuthorityWrongBinding));
     }
     if gr.issued() > u.dispatch_at {
@@ -255,15 +258,14 @@ pub(crate) fn evaluate(w: &mut Work<'_>, lineages: &[GrantLineage<'_>]) -> Execu
             let action_ok = rec.s(&["action"]) == c.expected_action
                 && rec.at(&["actionParameters"]) == Some(c.expected_parameters)
                 && string_set(rec.at(&["scope"])) == c.expected_scope;
-            let owner_ok = rec.s(&["resourceOwnership", "ownerId"]) == w.owner;
+            // `resourceOwnership` is recorded, not judged against the
+            // accountable owner (resolutions §H.2; spec §1: nesting is not
+            // ownership, and parentage never changes the owner).
             let status = rec.s(&["status"]);
             if !action_ok {
                 w.flag(r, C::ExecutionActionMismatch);
             }
-            if !owner_ok {
-                w.flag(r, C::ResourceOwnerMismatch);
-            }
-            (facts.execution, exec_code) = if !action_ok || !owner_ok {
+            (facts.execution, exec_code) = if !action_ok {
                 (E::Invalid, None)
             } else {
                 match status {

@@ -114,8 +114,8 @@ reason_codes! {
     BindingDigestMismatch = "BINDING_DIGEST_MISMATCH": Reject,
     /// *Added.* A promotion decided by someone other than the accountable owner.
     OwnerMismatch = "OWNER_MISMATCH": Reject,
-    /// *Added.* The receipt's resource owner is not the accountable owner (nesting never transfers ownership).
-    ResourceOwnerMismatch = "RESOURCE_OWNER_MISMATCH": Reject,
+    /// *Added (resolutions §H.5).* A receipt whose `finishedAt` precedes its `startedAt`.
+    ExecutionFinishedBeforeStarted = "EXECUTION_FINISHED_BEFORE_STARTED": Reject,
     /// *Added.* A reconciliation claims `success` while its own states disagree.
     ReconciliationInconsistent = "RECONCILIATION_INCONSISTENT": Reject,
     // ---- hold channel (resolutions §F) ----

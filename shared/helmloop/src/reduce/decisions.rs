@@ -97,8 +97,11 @@ fn promotion(
         .iter()
         .map(|e| w.resolve(e, T::EvidenceRecord))
         .collect();
-    let late =
-        |i: usize, event: &str| w.recs[i].issued() > decided || w.recs[i].t(&[event]) > decided;
+    // A reference naming several equivocating bodies is not read
+    // (resolutions §H.6).
+    let late = |i: usize, event: &str| {
+        w.readable(i) && (w.recs[i].issued() > decided || w.recs[i].t(&[event]) > decided)
+    };
     let assurance_late = matches!(assurance, Some(Resolved::Found(a)) if late(a, "decidedAt"));
     let evidence_late = evidence
         .iter()
@@ -307,6 +310,11 @@ fn acceptance_authorized(w: &Work<'_>, grants: &[GrantLineage<'_>], s: usize) ->
         return false;
     };
     let q = &w.recs[req];
+    // A request naming several equivocating bodies cannot be accepted; its
+    // fields are not read (resolutions §H.6).
+    if !w.readable(req) {
+        return false;
+    }
     let same_proposal = ["outcomeStatus", "proposal", "evidenceRefs"]
         .iter()
         .all(|k| q.at(&[k]) == r.at(&[k]));
@@ -329,7 +337,7 @@ fn acceptance_authorized(w: &Work<'_>, grants: &[GrantLineage<'_>], s: usize) ->
     let proposal_ok = binding_digest(&Value::Object(body))
         .is_ok_and(|d| d.render() == gr.s(&["actionParameters", "proposalDigest"]));
     let gid = gr.s(&["lineage", "grantId"]);
-    let active = grants.iter().find(|l| l.grant_id == gid).is_some_and(|l| {
+    let active = super::lineage::find(grants, gid).is_some_and(|l| {
         !l.invalid
             && !l.orphan
             && !l.competing

@@ -1,6 +1,6 @@
 //! Step 9: evidence and assurance (spec §4.4, §4.5; resolutions §E).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::axes::Evidence as Ev;
 use super::codes::ReasonCode as C;
@@ -32,9 +32,9 @@ fn claim_of<'a>(w: &Work<'a>, e: usize) -> &'a str {
 
 pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFacts {
     // Criterion binding and status/conclusion agreement of every eligible record.
-    let contract_criteria = w
+    let contract_criteria: HashSet<(&str, &str)> = w
         .contract
-        .map(|c| criteria(w.recs[c].raw))
+        .map(|c| criteria(w.recs[c].raw).into_iter().collect())
         .unwrap_or_default();
     for e in w.eligible_of(T::EvidenceRecord) {
         let r = &w.recs[e];
@@ -53,7 +53,17 @@ pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFact
     }
     // Per required claim, then the worst claim: INVALID > CONFLICTING > STALE > MISSING > FRESH.
     let now = w.frame.c().evaluated_at;
-    let required: Vec<&str> = w.frame.c().required_evidence_ids.clone();
+    let mut required: Vec<&str> = w.frame.c().required_evidence_ids.clone();
+    required.dedup();
+    // Evidence heads grouped by claim once: each record is looked at for its
+    // own claim only, not once per required claim (resolutions §H.7).
+    let mut by_claim: HashMap<&str, Vec<usize>> = HashMap::new();
+    for e in 0..w.recs.len() {
+        let r = &w.recs[e];
+        if r.is(T::EvidenceRecord) && !r.superseded {
+            by_claim.entry(claim_of(w, e)).or_default().push(e);
+        }
+    }
     let mut state = Ev::Fresh;
     let mut codes = BTreeSet::new();
     for claim in required {
@@ -61,11 +71,8 @@ pub(crate) fn evaluate(w: &mut Work<'_>, receipt: Option<usize>) -> EvidenceFact
         let mut contradicts = false;
         let mut stale = false;
         let mut blocked = false;
-        for e in 0..w.recs.len() {
+        for &e in by_claim.get(claim).map_or(&[][..], Vec::as_slice) {
             let r = &w.recs[e];
-            if !r.is(T::EvidenceRecord) || r.superseded || claim_of(w, e) != claim {
-                continue;
-            }
             match r.status {
                 RecordStatus::Eligible if fresh_at(w, e, now) => match r.f.status {
                     "supports" => supports = true,
@@ -129,6 +136,7 @@ fn rank(s: Ev) -> u8 {
 fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
     let c = w.frame.c();
     let (required, now) = (c.required_level, c.evaluated_at);
+    let claims: HashSet<&str> = c.required_evidence_ids.iter().copied().collect();
     let executor = receipt.map(|r| w.recs[r].s(&["executor", "id"]));
     let mut sufficient = BTreeSet::new();
     for a in w.eligible_of(T::AssuranceDecision) {
@@ -157,9 +165,11 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
             && found
                 .iter()
                 .all(|&e| w.recs[e].status != RecordStatus::Invalid);
-        let after = found
-            .iter()
-            .any(|&e| w.recs[e].f.observed > decided || w.recs[e].issued() > decided);
+        // A reference naming several equivocating bodies is not read
+        // (resolutions §H.6); the decision is incomplete anyway.
+        let after = found.iter().any(|&e| {
+            w.readable(e) && (w.recs[e].f.observed > decided || w.recs[e].issued() > decided)
+        });
         let mut codes = Vec::new();
         if required_level != Some(required) {
             codes.push(C::AssuranceLevelMismatch);
@@ -169,8 +179,8 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
         }
         if complete && !after {
             // Structural level: what the cited evidence supported when decided.
-            let structural = level(w, &found, reviewer, executor, decided, false);
-            if provided > structural {
+            let structural = recompute(w, &claims, &found, reviewer, executor, decided, false);
+            if provided > structural.level {
                 codes.push(C::AssuranceLevelMismatch);
             }
         }
@@ -181,8 +191,10 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
             w.flag(a, code);
         }
         if w.eligible(a) && sufficient_decl && complete {
-            let current = level(w, &found, reviewer, executor, now, true);
-            if current >= required {
+            let current = recompute(w, &claims, &found, reviewer, executor, now, true);
+            // Coverage at every level (resolutions §H.1): L0 too needs every
+            // required claim cited with fresh, criterion-bound evidence.
+            if current.level >= required && current.covered {
                 sufficient.insert(a);
             }
         }
@@ -190,53 +202,138 @@ fn assurance(w: &mut Work<'_>, receipt: Option<usize>) -> BTreeSet<usize> {
     sufficient
 }
 
-/// Recomputes an assurance level (resolutions §E) from `evidence` at `at`.
-/// L1: every required claim has qualifying supporting evidence; L2: two per
-/// claim with distinct producers and distinct provenance digests; L3: also a
-/// reviewer who is neither a producer of the cited evidence nor the executor.
-/// With `current`, evidence must also be eligible now (trusted, bound, not a
-/// later fact); otherwise only its own content and timing count.
-fn level(
+/// A recomputed assurance level and whether the evidence covers every
+/// required claim.
+struct Recomputed {
+    level: u8,
+    /// Every required claim has cited, fresh, criterion-bound evidence whose
+    /// conclusion is known (`supports` or `contradicts`): the coverage of
+    /// resolutions §H.1, which L0 needs too.
+    covered: bool,
+}
+
+/// Recomputes an assurance level (resolutions §E, §H.1) from `evidence` at
+/// `at`. L1: every required claim has qualifying supporting evidence; L2: two
+/// per claim with distinct producers and distinct provenance digests; L3:
+/// also a reviewer who is neither a producer of the cited evidence nor the
+/// executor. With `current`, evidence must also be eligible now (trusted,
+/// bound, not a later fact); otherwise only its own content and timing
+/// count. One pass over the cited evidence, grouped by claim: O(n log n)
+/// however many claims and references there are (resolutions §H.7).
+fn recompute(
     w: &Work<'_>,
+    claims: &HashSet<&str>,
     evidence: &[usize],
     reviewer: &str,
     executor: Option<&str>,
     at: Millis,
     current: bool,
-) -> u8 {
-    let qualifies = |e: usize, claim: &str| {
+) -> Recomputed {
+    let mut supporting: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut known: HashSet<&str> = HashSet::new();
+    for &e in evidence {
         let r = &w.recs[e];
-        claim_of(w, e) == claim
-            && r.f.status == "supports"
-            && r.status != RecordStatus::Invalid
-            && (!current || r.status == RecordStatus::Eligible)
-            && fresh_at(w, e, at)
-    };
-    let claims = &w.frame.c().required_evidence_ids;
-    let mut l1 = true;
-    let mut l2 = true;
-    for claim in claims {
-        let q: Vec<usize> = evidence
-            .iter()
-            .copied()
-            .filter(|&e| qualifies(e, claim))
-            .collect();
-        l1 &= !q.is_empty();
-        let pair = q.iter().enumerate().any(|(i, &a)| {
-            q[i + 1..].iter().any(|&b| {
-                w.recs[a].f.producer != w.recs[b].f.producer
-                    && w.recs[a].s(&["provenance", "artifactDigest"])
-                        != w.recs[b].s(&["provenance", "artifactDigest"])
-            })
-        });
-        l2 &= pair;
+        let claim = claim_of(w, e);
+        if !claims.contains(claim)
+            || r.status == RecordStatus::Invalid
+            || (current && r.status != RecordStatus::Eligible)
+            || !fresh_at(w, e, at)
+        {
+            continue;
+        }
+        match r.f.status {
+            "supports" => {
+                known.insert(claim);
+                supporting.entry(claim).or_default().push(e);
+            }
+            "contradicts" => {
+                known.insert(claim);
+            }
+            _ => {}
+        }
     }
+    let l1 = supporting.len() == claims.len();
+    let l2 = l1 && supporting.values().all(|q| independent_pair(w, q));
     let producers: BTreeSet<&str> = evidence.iter().map(|&e| w.recs[e].f.producer).collect();
     let independent = !producers.contains(reviewer) && executor != Some(reviewer);
-    match (l1, l2 && l1, independent) {
+    let level = match (l1, l2, independent) {
         (false, _, _) => 0,
         (true, false, _) => 1,
         (true, true, false) => 2,
         (true, true, true) => 3,
+    };
+    Recomputed {
+        level,
+        covered: known.len() == claims.len(),
+    }
+}
+
+/// Whether two records of `q` have distinct producers *and* distinct
+/// provenance digests, in one pass. Take the first record `a`: a record
+/// differing from `a` in both forms a pair with it. Otherwise every other
+/// record shares `a`'s producer or `a`'s provenance, and a pair without `a`
+/// must be one record with `a`'s producer but another provenance and one
+/// with `a`'s provenance but another producer, which then differ in both.
+fn independent_pair(w: &Work<'_>, q: &[usize]) -> bool {
+    let keys: Vec<(&str, &str)> = q
+        .iter()
+        .map(|&e| {
+            (
+                w.recs[e].f.producer,
+                w.recs[e].s(&["provenance", "artifactDigest"]),
+            )
+        })
+        .collect();
+    distinct_pair(&keys)
+}
+
+/// Whether two `(producer, provenance)` entries differ in both members.
+fn distinct_pair(keys: &[(&str, &str)]) -> bool {
+    let Some((&(pa, va), rest)) = keys.split_first() else {
+        return false;
+    };
+    let (mut same_producer, mut same_provenance) = (false, false);
+    for &(pb, vb) in rest {
+        match (pb == pa, vb == va) {
+            (false, false) => return true,
+            (true, false) => same_producer = true,
+            (false, true) => same_provenance = true,
+            (true, true) => {}
+        }
+    }
+    same_producer && same_provenance
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct_pair;
+
+    #[test]
+    fn distinct_pair_agrees_with_every_pair() {
+        let names = ["a", "b", "c"];
+        // Every list of up to 5 entries over a 3 x 3 alphabet.
+        let entries: Vec<(&str, &str)> = names
+            .iter()
+            .flat_map(|&p| names.iter().map(move |&v| (p, v)))
+            .collect();
+        let mut lists: Vec<Vec<(&str, &str)>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let mut next = Vec::new();
+            for l in &lists {
+                for &e in &entries {
+                    let mut m = l.clone();
+                    m.push(e);
+                    next.push(m);
+                }
+            }
+            for l in &next {
+                let brute = l
+                    .iter()
+                    .enumerate()
+                    .any(|(i, a)| l[i + 1..].iter().any(|b| a.0 != b.0 && a.1 != b.1));
+                assert_eq!(distinct_pair(l), brute, "{l:?}");
+            }
+            lists = next;
+        }
     }
 }

@@ -166,43 +166,12 @@ pub(crate) fn evaluate(input: &Value) -> Frame<'_> {
         frame.version_unsupported = true;
         return frame;
     }
-    // The records are checked one by one in step 2; the input shape only
-    // needs to know that `records` is an array, so an array is replaced by an
-    // empty one before the (whole-document) schema check.
-    let shallow = match input {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| match (k, v) {
-                    ("records", Value::Array(_)) => (k.to_owned(), Value::Array(Vec::new())),
-                    _ => (k.to_owned(), v.clone()),
-                })
-                .collect(),
-        ),
-        other => other.clone(),
-    };
-    let mut codes = std::collections::BTreeSet::new();
-    let issues = if schema::is_valid_value(Shape::EvaluationInput, &shallow) {
-        Vec::new()
+    let shallow = shallow_input(input);
+    let codes = if schema::is_valid_value(Shape::EvaluationInput, &shallow) {
+        std::collections::BTreeSet::new()
     } else {
-        schema::validate(Shape::EvaluationInput, &shallow.to_serde())
+        shape_codes(&shallow).unwrap_or_else(|| shape_codes_by_interpreter(&shallow))
     };
-    for issue in issues {
-        let p = issue.instance_path.as_str();
-        let code = if p == "/context" && issue.keyword == "required" {
-            ReasonCode::ContextControlMissing
-        } else if let Some(rest) = p.strip_prefix("/context/") {
-            if issue.keyword == "required" && !rest.contains('/') {
-                ReasonCode::ContextControlMissing
-            } else {
-                ReasonCode::ContextControlInvalid
-            }
-        } else if p == "/context" {
-            ReasonCode::ContextControlInvalid
-        } else {
-            ReasonCode::InputSchemaInvalid
-        };
-        codes.insert(code);
-    }
     let Some(ctx) = context.filter(|_| codes.is_empty()) else {
         frame.codes.extend(codes);
         return frame;
@@ -251,6 +220,79 @@ pub(crate) fn evaluate(input: &Value) -> Frame<'_> {
     frame
 }
 
+/// The input with an array `records` replaced by an empty one: the records
+/// are checked one by one in step 2, the input shape only needs to know that
+/// `records` is an array.
+fn shallow_input(input: &Value) -> Value {
+    match input {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| match (k, v) {
+                    ("records", Value::Array(_)) => (k.to_owned(), Value::Array(Vec::new())),
+                    _ => (k.to_owned(), v.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The frame codes of an input (its [`shallow_input`]) whose shape is
+/// invalid, member by member with
+/// the structural validator: a missing control (or a missing `context`) is
+/// `CONTEXT_CONTROL_MISSING`; any other context problem
+/// `CONTEXT_CONTROL_INVALID`; any other input problem `INPUT_SCHEMA_INVALID`.
+/// Each member is judged yes/no, never issue by issue, so a hostile context
+/// with a million bad items costs one pass (resolutions §H.7). `None` when
+/// the definitions did not compile; tested to agree with
+/// [`shape_codes_by_interpreter`].
+fn shape_codes(input: &Value) -> Option<std::collections::BTreeSet<ReasonCode>> {
+    let (inputs, contexts) = (schema::input_members()?, schema::context_members()?);
+    let mut codes = std::collections::BTreeSet::new();
+    let shape = inputs.verdict(input, &["context"]);
+    if shape.missing || shape.invalid {
+        codes.insert(ReasonCode::InputSchemaInvalid);
+    }
+    match input.get("context") {
+        None => {
+            codes.insert(ReasonCode::ContextControlMissing);
+        }
+        Some(ctx) => {
+            let v = contexts.verdict(ctx, &[]);
+            if v.missing {
+                codes.insert(ReasonCode::ContextControlMissing);
+            }
+            if v.invalid {
+                codes.insert(ReasonCode::ContextControlInvalid);
+            }
+        }
+    }
+    Some(codes)
+}
+
+/// The same codes from the reference interpreter's complete issue list.
+fn shape_codes_by_interpreter(input: &Value) -> std::collections::BTreeSet<ReasonCode> {
+    let mut codes = std::collections::BTreeSet::new();
+    for issue in schema::validate(Shape::EvaluationInput, &input.to_serde()) {
+        let p = issue.instance_path.as_str();
+        let code = if p == "/context" && issue.keyword == "required" {
+            ReasonCode::ContextControlMissing
+        } else if let Some(rest) = p.strip_prefix("/context/") {
+            if issue.keyword == "required" && !rest.contains('/') {
+                ReasonCode::ContextControlMissing
+            } else {
+                ReasonCode::ContextControlInvalid
+            }
+        } else if p == "/context" {
+            ReasonCode::ContextControlInvalid
+        } else {
+            ReasonCode::InputSchemaInvalid
+        };
+        codes.insert(code);
+    }
+    codes
+}
+
 /// Sorted string elements of an array value (scope sets, producer sets).
 pub(crate) fn string_set(v: Option<&Value>) -> Vec<&str> {
     v.map(sorted_strs).unwrap_or_default()
@@ -282,6 +324,96 @@ mod tests {
         assert_eq!(body.get("policyId"), Some(&Value::from("p")));
         assert_eq!(body.get("policyRevision"), Some(&Value::from("3")));
         assert_eq!(body.get("outcomeClaimId"), Some(&Value::Null));
+    }
+
+    /// The member-by-member codes agree with the interpreter's issue list on
+    /// every context member removed, mistyped, malformed, on unknown
+    /// members, and on broken input members.
+    #[test]
+    fn shape_codes_agree_with_the_interpreter() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/helmloop/core/cases/core-001-pass-baseline.json"
+        );
+        let case = crate::parse(&std::fs::read(path).expect("baseline case")).expect("parses");
+        let base = shallow_input(case.get("input").expect("input"));
+        let Value::Object(input) = base.clone() else {
+            panic!("object")
+        };
+        let Some(Value::Object(ctx)) = input.get("context").cloned() else {
+            panic!("context")
+        };
+        let bad_values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(0),
+            Value::Int(-1),
+            Value::from(""),
+            Value::from("not an id!"),
+            Value::from("2025-02-30T10:00:00.000Z"),
+            Value::Array(vec![]),
+            Value::Array(vec![Value::from("a"), Value::from("a")]),
+            Value::Array(vec![Value::Int(1)]),
+            Value::Object(Map::new()),
+        ];
+        let mut inputs = vec![base.clone()];
+        let with_ctx = |c: Map| {
+            let mut i = input.clone();
+            i.insert("context", Value::Object(c));
+            Value::Object(i)
+        };
+        for k in ctx.keys() {
+            let mut c = ctx.clone();
+            c.remove(k);
+            inputs.push(with_ctx(c.clone()));
+            for v in &bad_values {
+                let mut c = ctx.clone();
+                c.insert(k, v.clone());
+                inputs.push(with_ctx(c.clone()));
+                // Two problems at once: this one and a missing control.
+                let mut c2 = c.clone();
+                let other = ctx.keys().find(|o| *o != k).expect("another key");
+                c2.remove(other);
+                inputs.push(with_ctx(c2));
+            }
+            if let Some(Value::Object(inner)) = ctx.get(k) {
+                for ik in inner.keys() {
+                    let mut o = inner.clone();
+                    o.remove(ik);
+                    let mut c = ctx.clone();
+                    c.insert(k, Value::Object(o));
+                    inputs.push(with_ctx(c));
+                }
+            }
+        }
+        let mut c = ctx.clone();
+        c.insert("extraControl", Value::Int(1));
+        inputs.push(with_ctx(c));
+        for (k, v) in [
+            ("protocolVersion", None),
+            ("records", None),
+            ("context", None),
+            ("records", Some(Value::Int(1))),
+            ("protocolVersion", Some(Value::Int(1))),
+            ("context", Some(Value::Array(vec![]))),
+            ("extra", Some(Value::Null)),
+        ] {
+            let mut i = input.clone();
+            match v {
+                None => {
+                    i.remove(k);
+                }
+                Some(v) => {
+                    i.insert(k, v);
+                }
+            }
+            inputs.push(Value::Object(i));
+        }
+        assert!(inputs.len() > 300);
+        for i in &inputs {
+            let structural = shape_codes(i).expect("the definitions compile");
+            assert_eq!(structural, shape_codes_by_interpreter(i), "{i:?}");
+        }
     }
 
     #[test]

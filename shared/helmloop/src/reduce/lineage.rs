@@ -44,6 +44,18 @@ impl GrantLineage<'_> {
     }
 }
 
+/// The lineage of `grant_id` (lineages are sorted by grant ID): a binary
+/// search, not a scan per use (resolutions §H.7).
+pub(crate) fn find<'l, 'a>(
+    lineages: &'l [GrantLineage<'a>],
+    grant_id: &str,
+) -> Option<&'l GrantLineage<'a>> {
+    lineages
+        .binary_search_by(|l| l.grant_id.cmp(grant_id))
+        .ok()
+        .map(|i| &lineages[i])
+}
+
 pub(crate) fn seq(w: &Work<'_>, i: usize) -> i64 {
     w.recs[i]
         .at(&["lineage", "sequence"])
@@ -88,11 +100,26 @@ fn same_binding(a: &Value, b: &Value) -> bool {
 /// `AUTHORITY_DOUBLE_CONSUMED` (REJECT). Orphans and competing heads are
 /// reported by the stage that uses (or finds no use of) the lineage.
 pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
+    // Defective authority is defective whether or not it is used
+    // (resolutions §H.4): every eligible step of every lineage (unused,
+    // promote and `learning.writeback` grants included) is checked, and a
+    // defective step is INVALID before any lineage is built.
+    // The defective steps stay in their lineage, which is then invalid: a
+    // defective reservation still counts as a reservation (no retry may be
+    // inferred from it, spec §4.2).
+    let mut defective = BTreeSet::new();
+    for g in w.eligible_of(T::AuthorityGrant) {
+        if super::authority::grant_defect(w, g) {
+            w.flag(g, C::AuthorityWrongBinding);
+            defective.insert(g);
+        }
+    }
     let mut groups: BTreeMap<&'a str, GrantLineage<'a>> = BTreeMap::new();
     for i in 0..w.recs.len() {
         let r = &w.recs[i];
         if !r.is(T::AuthorityGrant)
-            || !matches!(r.status, RecordStatus::Eligible | RecordStatus::LaterFact)
+            || !(matches!(r.status, RecordStatus::Eligible | RecordStatus::LaterFact)
+                || defective.contains(&i))
         {
             continue;
         }
@@ -107,16 +134,18 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
             competing: false,
             double_consumed: false,
         });
-        if r.status == RecordStatus::Eligible {
+        if r.status != RecordStatus::LaterFact {
             l.steps.push(i);
         } else {
             l.later.push(i);
         }
     }
     let mut lineages: Vec<GrantLineage<'a>> = groups.into_values().collect();
-    let mut invalid_steps = Vec::new();
+    let mut invalid_steps = BTreeSet::new();
     let mut double_steps = Vec::new();
-    for l in &mut lineages {
+    // `(step, predecessor)` of every step whose predecessor resolved.
+    let mut links: Vec<(usize, usize, usize)> = Vec::new();
+    for (li, l) in lineages.iter_mut().enumerate() {
         l.steps.sort_by_key(|&s| seq(w, s));
         let mut seqs = BTreeSet::new();
         let mut preds = BTreeSet::new();
@@ -132,7 +161,7 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
             let sup = w.recs[s].f.supersedes;
             if n == 1 {
                 if sup.is_some() || state(w, s) != "available" {
-                    invalid_steps.push(s);
+                    invalid_steps.insert(s);
                 }
                 continue;
             }
@@ -145,9 +174,13 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
                     if !preds.insert(p) {
                         l.competing = true;
                     }
+                    links.push((li, s, p));
                     match w.recs[p].status {
-                        RecordStatus::LaterFact => invalid_steps.push(s),
-                        RecordStatus::Eligible => {
+                        RecordStatus::LaterFact => {
+                            invalid_steps.insert(s);
+                        }
+                        // A defective predecessor is still judged as a step.
+                        st if st == RecordStatus::Eligible || defective.contains(&p) => {
                             let reason = sup.get("reason").and_then(Value::as_str).unwrap_or("");
                             let ok = w.recs[p].s(&["lineage", "grantId"]) == l.grant_id
                                 && seq(w, p) == n - 1
@@ -155,21 +188,35 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
                                 && w.recs[s].issued() >= w.recs[p].issued()
                                 && same_binding(w.recs[p].raw, w.recs[s].raw);
                             if !ok {
-                                invalid_steps.push(s);
+                                invalid_steps.insert(s);
                             }
                         }
                         _ => l.orphan = true,
                     }
                 }
                 Resolved::Missing => l.orphan = true,
-                Resolved::TypeMismatch | Resolved::DigestMismatch => invalid_steps.push(s),
+                Resolved::TypeMismatch | Resolved::DigestMismatch => {
+                    invalid_steps.insert(s);
+                }
             }
         }
         if consumed.len() >= 2 {
             l.double_consumed = true;
             double_steps.extend(consumed);
         }
-        l.invalid = l.steps.iter().any(|s| invalid_steps.contains(s));
+        l.invalid = l
+            .steps
+            .iter()
+            .any(|s| invalid_steps.contains(s) || defective.contains(s));
+    }
+    // Fixed point (resolutions §H.6): a step whose predecessor is itself an
+    // invalid step has no usable predecessor either, whatever order the
+    // steps were visited in. Invalidity does not spread further: a step is
+    // invalid only for its own transition.
+    for &(li, s, p) in &links {
+        if invalid_steps.contains(&p) && !invalid_steps.contains(&s) {
+            lineages[li].orphan = true;
+        }
     }
     for s in invalid_steps {
         w.flag(s, C::AuthorityLineageInvalid);
@@ -197,6 +244,11 @@ pub(crate) fn promotion_lineages(w: &mut Work<'_>) -> PromotionLineages {
             .and_then(Value::as_i64)
             .unwrap_or(0)
     };
+    // Each decision's own binding: an initial decision names no
+    // predecessor; a successor names exactly `sequence - 1` of the same
+    // decision ID. Judged for every decision before any is flagged, so the
+    // verdicts do not depend on the order decisions are visited in.
+    let mut unbound = Vec::new();
     for i in w.eligible_of(T::PromotionDecision) {
         let sup = w.recs[i].f.supersedes;
         let n = dseq(w, i);
@@ -205,18 +257,24 @@ pub(crate) fn promotion_lineages(w: &mut Work<'_>) -> PromotionLineages {
             (1, Some(_)) | (_, None) => false,
             (_, Some(sup)) => match w.resolve(sup, T::PromotionDecision) {
                 Resolved::Found(p) => {
-                    w.eligible(p)
-                        && w.recs[p].s(&["lineage", "decisionId"])
-                            == w.recs[i].s(&["lineage", "decisionId"])
+                    w.recs[p].s(&["lineage", "decisionId"])
+                        == w.recs[i].s(&["lineage", "decisionId"])
                         && dseq(w, p) == n - 1
                 }
                 _ => false,
             },
         };
         if !bound {
-            w.flag(i, C::PromotionAmbiguous);
+            unbound.push(i);
         }
     }
+    for i in unbound {
+        w.flag(i, C::PromotionAmbiguous);
+    }
+    // A successor of an unavailable decision is unbound too, down the
+    // chain: computed to its fixed point (resolutions §H.6).
+    let succ = super::scope::successors(w, |t| t == T::PromotionDecision);
+    super::scope::propagate_unavailable(w, &succ, |w, i| w.flag(i, C::PromotionAmbiguous));
     for i in w.eligible_of(T::PromotionDecision) {
         if let Some(sup) = w.recs[i].f.supersedes
             && let Resolved::Found(p) = w.resolve(sup, T::PromotionDecision)

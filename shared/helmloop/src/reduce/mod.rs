@@ -35,7 +35,7 @@ mod scope;
 pub mod time;
 mod verify;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub use axes::Axes;
 pub use codes::ReasonCode;
@@ -43,7 +43,7 @@ pub use result::{Disposition, RecordResult, RecordStatus, ReductionResult};
 
 use crate::digest::Digest;
 use crate::error::C14nError;
-use crate::parse::{ParseOptions, parse_with};
+use crate::parse::{ParseOptions, RecordRoots, parse_records};
 use crate::schema::RecordType;
 use crate::value::Value;
 use frame::Frame;
@@ -63,9 +63,11 @@ impl EvaluationInput {
         EvaluationInput::parse_with(bytes, ParseOptions::default())
     }
 
-    /// Strict HL-C14N-1 parse at the boundary.
+    /// Strict HL-C14N-1 parse at the boundary. The nesting limit is counted
+    /// inside each element of `records` (resolutions §H.8): a record
+    /// accepted on its own is accepted inside an evaluation input.
     pub fn parse_with(bytes: &[u8], options: ParseOptions) -> Result<EvaluationInput, C14nError> {
-        parse_with(bytes, options).map(EvaluationInput::from_value)
+        parse_records(bytes, options, RecordRoots::InputRecords).map(EvaluationInput::from_value)
     }
 
     /// Wraps a value that is already in the profile (e.g. built in memory).
@@ -77,6 +79,22 @@ impl EvaluationInput {
     pub fn value(&self) -> &Value {
         &self.value
     }
+
+    /// The canonical HL-C14N-1 bytes of the input, with the nesting limit
+    /// counted inside each record as at the boundary (resolutions §H.8), so
+    /// an input assembled from stored records serializes whenever each
+    /// record does. Fails only for a value outside the profile.
+    pub fn canonical_bytes(&self) -> Result<Vec<u8>, C14nError> {
+        crate::canon::to_canonical_vec_records(&self.value, RecordRoots::InputRecords)
+    }
+}
+
+/// `context.policy.digest` as resolutions §D defines it: the binding digest
+/// of the policy controls of `context` (scope, required evidence IDs and
+/// trusted producers sorted by UTF-16 code units). For hosts that build an
+/// evaluation context; the reducer compares it with the declared one.
+pub fn policy_digest(context: &Value) -> Result<Digest, C14nError> {
+    crate::digest::binding_digest(&frame::policy_body(context))
 }
 
 /// Parses and reduces an evaluation input; a parse failure is the boundary
@@ -137,10 +155,10 @@ impl Outcome {
 pub(crate) enum Resolved {
     /// The record with that type, ID and digest (whatever its status).
     Found(usize),
-    /// No record with that ID in the input.
+    /// No record with that type and ID in the input (a record with the
+    /// same ID under another type does not count, resolutions §H.3).
     Missing,
-    /// The reference names another type than its slot, or the ID belongs to
-    /// a record of another type only.
+    /// The reference declares another type than its slot requires.
     TypeMismatch,
     /// A record of that type and ID exists with another digest.
     DigestMismatch,
@@ -301,10 +319,15 @@ pub(crate) struct Work<'a> {
     pub raw_records: &'a [Value],
     pub recs: Vec<Rec<'a>>,
     pub codes: BTreeSet<ReasonCode>,
-    /// Distinct records by `(recordType, id)`.
-    index: HashMap<(RecordType, &'a str), Vec<usize>>,
-    /// Distinct records by `id` alone (to tell a type mismatch from a miss).
-    ids: HashMap<&'a str, Vec<usize>>,
+    /// Whether some distinct record has this `(recordType, id)`.
+    index: HashSet<(RecordType, &'a str)>,
+    /// The first distinct record (in body-digest order) with this exact
+    /// `(recordType, id, digest)`: one lookup per reference, whatever the
+    /// number of bodies sharing an identity (resolutions §H.7).
+    exact: HashMap<(RecordType, &'a str, &'a str), usize>,
+    /// `shared[i]`: another distinct body carries record `i`'s exact
+    /// `(recordType, id, digest)`, so a reference to it names several bodies.
+    shared: Vec<bool>,
     /// The single usable outcome contract head (step 7).
     pub contract: Option<usize>,
     /// Its accountable owner.
@@ -324,8 +347,9 @@ impl<'a> Work<'a> {
             raw_records,
             recs: Vec::new(),
             codes,
-            index: HashMap::new(),
-            ids: HashMap::new(),
+            index: HashSet::new(),
+            exact: HashMap::new(),
+            shared: Vec::new(),
             contract: None,
             owner: "",
             untrusted: BTreeSet::new(),
@@ -335,11 +359,16 @@ impl<'a> Work<'a> {
 
     /// Builds the identity indexes once the distinct records are known.
     pub(crate) fn build_index(&mut self) {
+        self.shared = vec![false; self.recs.len()];
         for (i, r) in self.recs.iter().enumerate() {
-            if let Some(id) = r.id {
-                self.ids.entry(id).or_default().push(i);
-                if let Some(t) = r.rtype {
-                    self.index.entry((t, id)).or_default().push(i);
+            if let (Some(id), Some(t)) = (r.id, r.rtype) {
+                self.index.insert((t, id));
+                if let Some(d) = r.digest {
+                    let first = *self.exact.entry((t, id, d)).or_insert(i);
+                    if first != i {
+                        self.shared[first] = true;
+                        self.shared[i] = true;
+                    }
                 }
             }
         }
@@ -378,6 +407,13 @@ impl<'a> Work<'a> {
         }
     }
 
+    /// Whether the fields of record `i` may be read through a reference:
+    /// not when another body carries the same exact reference (equivocation),
+    /// since which body resolution returns must not matter (resolutions §H.6).
+    pub fn readable(&self, i: usize) -> bool {
+        !self.shared.get(i).copied().unwrap_or(false)
+    }
+
     pub fn eligible(&self, i: usize) -> bool {
         self.recs[i].status == RecordStatus::Eligible
     }
@@ -397,7 +433,11 @@ impl<'a> Work<'a> {
             .collect()
     }
 
-    /// Resolves an exact reference expected to name a record of type `expected`.
+    /// Resolves an exact reference expected to name a record of type
+    /// `expected`, by `(recordType, id, digest)` together (resolutions §H.3):
+    /// a declared type other than the slot's is a type mismatch; a record
+    /// with the same id under another type does not resolve it (missing);
+    /// the same type and id under another digest is a digest mismatch.
     pub fn resolve(&self, r: &Value, expected: RecordType) -> Resolved {
         let field = |k: &str| r.get(k).and_then(Value::as_str);
         let (Some(t), Some(id), Some(digest)) = (field("recordType"), field("id"), field("digest"))
@@ -407,14 +447,13 @@ impl<'a> Work<'a> {
         if t != expected.as_str() {
             return Resolved::TypeMismatch;
         }
-        match self.index.get(&(expected, id)) {
-            Some(candidates) => candidates
-                .iter()
-                .copied()
-                .find(|&i| self.recs[i].digest == Some(digest))
-                .map_or(Resolved::DigestMismatch, Resolved::Found),
-            None if self.ids.contains_key(id) => Resolved::TypeMismatch,
-            None => Resolved::Missing,
+        if let Some(&i) = self.exact.get(&(expected, id, digest)) {
+            return Resolved::Found(i);
+        }
+        if self.index.contains(&(expected, id)) {
+            Resolved::DigestMismatch
+        } else {
+            Resolved::Missing
         }
     }
 

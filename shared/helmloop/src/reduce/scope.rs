@@ -55,7 +55,14 @@ pub(crate) fn trust(w: &mut Work<'_>) {
             continue;
         }
         let producer = r.f.producer;
-        if !w.frame.c().trusted_producers.contains(&producer) {
+        // `trustedProducers` is sorted by UTF-16 code units: a binary search.
+        let trusted = w
+            .frame
+            .c()
+            .trusted_producers
+            .binary_search_by(|p| crate::utf16::cmp_utf16(p, producer))
+            .is_ok();
+        if !trusted {
             w.untrusted.insert(producer);
             w.flag(i, C::TrustUntrustedProducer);
         }
@@ -188,6 +195,14 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
             w.flag(i, code);
         }
     }
+    // Time order inside a receipt (resolutions §H.5): a terminal time before
+    // the start is invalid, whatever the receipt's other facts.
+    for i in w.eligible_of(T::ExecutionReceipt) {
+        let r = &w.recs[i];
+        if r.at(&["finishedAt"]).is_some() && r.t(&["finishedAt"]) < r.t(&["startedAt"]) {
+            w.flag(i, C::ExecutionFinishedBeforeStarted);
+        }
+    }
     // Generic supersession: subject and issuance order.
     for i in 0..w.recs.len() {
         let Some(t) = w.recs[i].rtype else { continue };
@@ -197,7 +212,12 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
         let Some(p) = w.recs[i].f.supersedes else {
             continue;
         };
-        if let super::Resolved::Found(p) = w.resolve(p, t) {
+        // A predecessor whose exact reference names several equivocating
+        // bodies is not read (resolutions §H.6); being INVALID, it makes the
+        // successor a dropped dependent below.
+        if let super::Resolved::Found(p) = w.resolve(p, t)
+            && w.readable(p)
+        {
             if w.recs[p].f.subject != w.recs[i].f.subject {
                 w.flag(i, C::SupersessionInvalid);
             } else if w.recs[i].issued() < w.recs[p].issued() {
@@ -256,29 +276,50 @@ pub(crate) fn bindings(w: &mut Work<'_>) {
 }
 
 /// A successor whose predecessor is unavailable (invalid, ineligible or a
-/// later fact) is itself unavailable; repeated until nothing changes.
+/// later fact) is itself unavailable, and so on down the chain. Computed to
+/// its fixed point with a worklist over a successor index: every record is
+/// visited once, so a long chain costs O(n), and the result does not depend
+/// on the order records are visited in (resolutions §H.6, §H.7).
 fn propagate_supersession(w: &mut Work<'_>, types: &[T]) {
-    loop {
-        let mut changed = false;
-        for i in 0..w.recs.len() {
-            let Some(t) = w.recs[i].rtype.filter(|t| types.contains(t)) else {
-                continue;
-            };
-            if !w.eligible(i) {
-                continue;
-            }
-            let Some(p) = w.recs[i].f.supersedes else {
-                continue;
-            };
-            if let Resolved::Found(p) = w.resolve(p, t)
-                && !w.eligible(p)
-            {
-                w.drop_dependent(i);
-                changed = true;
-            }
+    let succ = successors(w, |t| types.contains(&t));
+    propagate_unavailable(w, &succ, |w, i| w.drop_dependent(i));
+}
+
+/// `successors[p]`: the records of the selected types whose `supersedes`
+/// resolves to `p` (exactly, by type, id and digest).
+pub(crate) fn successors(w: &Work<'_>, select: impl Fn(T) -> bool) -> Vec<Vec<usize>> {
+    let mut succ = vec![Vec::new(); w.recs.len()];
+    for i in 0..w.recs.len() {
+        let Some(t) = w.recs[i].rtype.filter(|&t| select(t)) else {
+            continue;
+        };
+        if let Some(p) = w.recs[i].f.supersedes
+            && let Resolved::Found(p) = w.resolve(p, t)
+            && p != i
+        {
+            succ[p].push(i);
         }
-        if !changed {
-            return;
+    }
+    succ
+}
+
+/// Starting from every record that is not eligible, applies `drop` to each
+/// still-eligible successor (which must leave it not eligible), then to its
+/// successors, until nothing changes.
+pub(crate) fn propagate_unavailable<'a>(
+    w: &mut Work<'a>,
+    succ: &[Vec<usize>],
+    drop: impl Fn(&mut Work<'a>, usize),
+) {
+    let mut work: Vec<usize> = (0..w.recs.len())
+        .filter(|&p| !w.eligible(p) && !succ[p].is_empty())
+        .collect();
+    while let Some(p) = work.pop() {
+        for &i in &succ[p] {
+            if w.eligible(i) {
+                drop(w, i);
+                work.push(i);
+            }
         }
     }
 }

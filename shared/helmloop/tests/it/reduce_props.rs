@@ -2,13 +2,14 @@
 //! rejection, later facts, PASS coherence, channel discipline) and the five
 //! non-substitution rules of spec §1.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use lychd_helmloop::conformance::Case;
 use lychd_helmloop::reduce::axes::{
     Authority, Execution, ObservedOutcome, Promotion, Reconciliation,
 };
-use lychd_helmloop::reduce::{Disposition, EvaluationInput, ReductionResult, reduce};
+use lychd_helmloop::reduce::{Disposition, EvaluationInput, ReasonCode, ReductionResult, reduce};
 use lychd_helmloop::validate::Channel;
 use lychd_helmloop::{Map, Value, parse, record_digest, to_canonical_vec};
 use proptest::prelude::*;
@@ -140,15 +141,15 @@ fn check_non_substitution(input: &Value, result: &ReductionResult) {
             .any(|e| s(e, &["criterionResult", "id"]) == claim && s(e, &["status"]) == "supports");
         assert!(ok, "MET without supporting outcome evidence");
     }
-    // instance nesting ≠ ownership
+    // instance nesting ≠ ownership: ownership is recorded, not judged
+    // (resolutions §H.2), so COMPLETED needs a succeeded receipt and nothing
+    // derived from nesting; `instance_nesting_is_not_ownership` checks that
+    // the parent instance never changes a result.
     if result.axes.execution == Execution::Completed {
-        let ok = of_type(input, "ExecutionReceiptV1").into_iter().any(|r| {
-            s(r, &["status"]) == "succeeded" && s(r, &["resourceOwnership", "ownerId"]) == owner
-        });
-        assert!(
-            ok,
-            "COMPLETED on a resource the accountable owner does not own"
-        );
+        let ok = of_type(input, "ExecutionReceiptV1")
+            .into_iter()
+            .any(|r| s(r, &["status"]) == "succeeded");
+        assert!(ok, "COMPLETED without a succeeded receipt");
     }
 }
 
@@ -245,20 +246,24 @@ fn receipt_is_not_business_outcome() {
 
 #[test]
 fn instance_nesting_is_not_ownership() {
+    // Ownership is recorded, not judged (resolutions §H.2): a resource of
+    // another team passes, nested or not.
     let r = reduce(&case("execution-resource-owner-via-nesting").input);
-    assert_eq!(r.axes.execution, Execution::Invalid);
-    assert_eq!(r.disposition, Disposition::Reject);
+    assert_eq!(r.axes.execution, Execution::Completed);
+    assert_eq!(r.disposition, Disposition::Pass);
     assert_eq!(
         reduce(&case("execution-parent-instance-irrelevant").input).disposition,
         Disposition::Pass
     );
-    // Whatever the parent instance, only resourceOwnership.ownerId counts.
+    // Neither the owner nor the parent instance changes any verdict: the
+    // same disposition, axes and codes for every combination.
     let base = case("pass-baseline");
+    let mut verdicts = Vec::new();
     for (owner, parent, pass) in [
         ("owner-alice", Some("inst-team-platform"), true),
         ("owner-alice", None, true),
-        ("team-platform", Some("inst-owner-alice-root"), false),
-        ("team-platform", None, false),
+        ("team-platform", Some("inst-owner-alice-root"), true),
+        ("team-platform", None, true),
     ] {
         let mut rs = records(base.input.value());
         let i = rs
@@ -303,15 +308,22 @@ fn instance_nesting_is_not_ownership() {
             "{owner} {parent:?}: {result:?}"
         );
         check_non_substitution(base.input.value(), &result);
+        verdicts.push((result.disposition, result.axes, result.reject, result.hold));
     }
+    assert!(verdicts.windows(2).all(|w| w[0] == w[1]), "{verdicts:?}");
 }
 
 #[test]
 fn preference_is_not_authority() {
     let r = reduce(&case("promotion-not-synthesized-by-preferences").input);
     assert_eq!(r.axes.promotion, Promotion::Pending);
+    // A grant issued by anyone but the owner is a defective record, used or
+    // not (resolutions §H.4).
     let r = reduce(&case("authority-wrong-issuer").input);
-    assert_eq!(r.axes.authority, Authority::WrongBinding);
+    assert_eq!(r.axes.authority, Authority::Invalid);
+    assert!(r.reject.contains(&ReasonCode::AuthorityWrongBinding));
+    let r = reduce(&case("authority-unrelated-defective-grant").input);
+    assert_eq!(r.axes.authority, Authority::Invalid);
     let r = reduce(&case("promotion-owner-mismatch").input);
     assert_eq!(r.axes.promotion, Promotion::Invalid);
     let r = reduce(&case("learning-accepted-wrong-approver").input);
@@ -580,4 +592,146 @@ proptest! {
         let r = reduce(&EvaluationInput::from_value(doc));
         check_invariants(&r);
     }
+}
+
+/// Resolutions §H.6 and §H.7: a long supersession chain whose head names an
+/// absent predecessor is unavailable link by link down to its end, and the
+/// result (record results included) is the same in any input order.
+#[test]
+fn a_long_chain_with_an_unresolved_head_is_unavailable_in_any_order() {
+    let base = case("pass-baseline");
+    let mut rs = records(base.input.value());
+    let template = rs
+        .iter()
+        .find(|r| s(r, &["id"]) == "evidence-latency-1")
+        .cloned()
+        .expect("latency evidence");
+    let exact = |r: &Value| {
+        let mut m = Map::new();
+        for k in ["recordType", "id", "digest"] {
+            m.insert(k, r.get(k).cloned().unwrap_or_default());
+        }
+        m
+    };
+    let mut prev = exact(&template);
+    prev.insert("id", "evidence-latency-absent".into());
+    let mut chain = Vec::new();
+    for k in 0..1_500 {
+        let mut r = template.clone();
+        set(&mut r, "id", Value::from(format!("evidence-chain-{k:05}")));
+        let mut sup = prev.clone();
+        sup.insert("reason", "supersede".into());
+        set(&mut r, "supersedes", Value::Array(vec![Value::Object(sup)]));
+        reseal(&mut r);
+        prev = exact(&r);
+        chain.push(r);
+    }
+    rs.extend(chain.iter().cloned());
+    let forward = reduce(&with_records(base.input.value(), rs.clone()));
+    rs.reverse();
+    let backward = reduce(&with_records(base.input.value(), rs));
+    assert_eq!(forward, backward);
+    let statuses: Vec<&str> = forward
+        .record_results
+        .iter()
+        .filter(|r| {
+            r.id.as_deref()
+                .is_some_and(|i| i.starts_with("evidence-chain-"))
+        })
+        .map(|r| r.status.as_str())
+        .collect();
+    assert_eq!(statuses.len(), chain.len());
+    assert!(
+        statuses.iter().all(|&st| st == "INELIGIBLE"),
+        "{statuses:?}"
+    );
+    assert!(forward.hold.contains(&ReasonCode::SupersessionUnresolved));
+}
+
+/// Resolutions §H.8: a record nested 128 deep is accepted on its own, inside
+/// an evaluation input (parse, reduce, canonical bytes) and through the CLI
+/// digest of the record alike.
+#[test]
+fn a_record_nested_to_the_limit_is_accepted_inside_an_input() {
+    let c = case("record-nesting-counted-per-record");
+    let input = c.input.clone();
+    let bytes = input.canonical_bytes().expect("canonical per record");
+    assert!(
+        to_canonical_vec(input.value()).is_err(),
+        "the whole input is deeper than 128"
+    );
+    let reparsed = EvaluationInput::parse(&bytes).expect("parses at the boundary");
+    assert_eq!(reparsed, input);
+    assert_eq!(reduce(&reparsed).disposition, Disposition::Pass);
+    let deep = records(input.value())
+        .into_iter()
+        .find(|r| s(r, &["recordType"]) == "LearningSignalV1")
+        .expect("learning signal");
+    let alone = to_canonical_vec(&deep).expect("the record alone is within the limit");
+    assert!(parse(&alone).is_ok());
+}
+
+/// Resolutions §H.6: when one exact reference names several equivocating
+/// bodies, which body has the smaller digest (the order the reducer visits
+/// them in) changes nothing about the successor that references them.
+#[test]
+fn an_equivocated_predecessor_is_judged_the_same_whichever_body_sorts_first() {
+    let base = case("pass-baseline");
+    let rs = records(base.input.value());
+    let p = rs
+        .iter()
+        .find(|r| s(r, &["id"]) == "evidence-latency-1")
+        .cloned()
+        .expect("latency evidence");
+    let mut successor = p.clone();
+    set(&mut successor, "id", "evidence-latency-1b".into());
+    let mut sup = Map::new();
+    for k in ["recordType", "id", "digest"] {
+        sup.insert(k, p.get(k).cloned().unwrap_or_default());
+    }
+    sup.insert("reason", "supersede".into());
+    set(
+        &mut successor,
+        "supersedes",
+        Value::Array(vec![Value::Object(sup)]),
+    );
+    reseal(&mut successor);
+    let mut orders = BTreeSet::new();
+    let mut verdicts = Vec::new();
+    for k in 0..32 {
+        // Same recordType, id and declared digest; another subject and locator.
+        let mut twin = p.clone();
+        let mut subject = twin
+            .get("subject")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        subject.insert("id", "svc-ledger".into());
+        set(&mut twin, "subject", Value::Object(subject));
+        let mut source = twin
+            .get("source")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        source.insert(
+            "locator",
+            Value::from(format!("https://observability.example/twin-{k}")),
+        );
+        set(&mut twin, "source", Value::Object(source));
+        let body = |v: &Value| lychd_helmloop::binding_digest(v).expect("digest");
+        orders.insert(body(&twin) < body(&p));
+        let mut all = rs.clone();
+        all.push(twin);
+        all.push(successor.clone());
+        let r = reduce(&with_records(base.input.value(), all));
+        let succ: Vec<_> = r
+            .record_results
+            .iter()
+            .filter(|x| x.id.as_deref() == Some("evidence-latency-1b"))
+            .map(|x| (x.status, x.reasons.clone()))
+            .collect();
+        verdicts.push((r.disposition, r.axes, r.reject, r.hold, succ));
+    }
+    assert_eq!(orders.len(), 2, "both orders were tried");
+    assert!(verdicts.windows(2).all(|w| w[0] == w[1]), "{verdicts:?}");
 }

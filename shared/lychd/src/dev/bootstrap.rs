@@ -21,9 +21,17 @@ pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 pub(super) const SECRET_MODE: u32 = 0o600;
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
-/// Dispatcher's read, lease and observe API and the Orchestrator's read, transition and
-/// recover API, so the printed examples work.
+/// Dispatcher's read, lease and observe API, so the printed examples work; the approver's side
+/// of consent (review every consent, settle any effect's, cancel a run's, manage standing
+/// rules); the Archive's intake, lifecycle, recall, resolve and inspect actions on every
+/// namespace (no note is seeded), so the documented walk works; the Orchestrator's read,
+/// transition and recover API; and the whole HelmLoop API, owner records included (the
+/// operator stands in for the owners in dev).
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
+    ("ward:review", "consent:*"),
+    ("ward:approve", "effect:*"),
+    ("ward:cancel", "run:*"),
+    ("ward:administer", "preauth:*"),
     ("dispatcher:read", "capability:*"),
     ("dispatcher:read", "lease:*"),
     ("dispatcher:read", "event:*"),
@@ -36,6 +44,32 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("orchestrator:read", "containment:*"),
     ("orchestrator:transition", "capability:*"),
     ("orchestrator:recover", "containment:*"),
+    ("archive:intake", "namespace:*"),
+    ("archive:lifecycle", "namespace:*"),
+    ("archive:recall", "namespace:*"),
+    ("archive:resolve", "namespace:*"),
+    ("archive:inspect", "namespace:*"),
+    ("helmloop:append_observation", "subject:*"),
+    ("helmloop:append_learning_proposal", "subject:*"),
+    ("helmloop:append_contract", "subject:*"),
+    ("helmloop:append_grant", "subject:*"),
+    ("helmloop:append_assurance", "subject:*"),
+    ("helmloop:append_promotion", "subject:*"),
+    ("helmloop:append_learning_acceptance", "subject:*"),
+    ("helmloop:read", "subject:*"),
+    ("helmloop:reduce", "subject:*"),
+    ("helmloop:reduce", "office:helmloop"),
+    ("helmloop:check", "office:helmloop"),
+];
+
+/// HelmLoop's owner-record actions: besides the operator, only Ward's own service principal
+/// holds them (Ward issues owner records on an owner's approval).
+const WARD_GRANTS: &[(&str, &str)] = &[
+    ("helmloop:append_contract", "subject:*"),
+    ("helmloop:append_grant", "subject:*"),
+    ("helmloop:append_assurance", "subject:*"),
+    ("helmloop:append_promotion", "subject:*"),
+    ("helmloop:append_learning_acceptance", "subject:*"),
 ];
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
@@ -135,10 +169,11 @@ fn operator_grants() -> Vec<Grant> {
 }
 
 /// An office's service principal describes its peers; the Orchestrator also observes animators
-/// and closes and reopens admission.
+/// and closes and reopens admission; Ward also appends HelmLoop owner records.
 fn service_grants(office: Office) -> Vec<Grant> {
     let own: &'static [(&str, &str)] = match office {
         Office::Orchestrator => ORCHESTRATOR_GRANTS,
+        Office::Ward => WARD_GRANTS,
         _ => &[],
     };
     Office::ALL
@@ -208,10 +243,14 @@ mod tests {
     }
 
     #[test]
-    fn the_operator_describes_every_office_and_reads_leases_and_observes_at_the_dispatcher() {
+    fn the_operator_describes_every_office_approves_consents_and_uses_the_other_offices() {
         let grants = operator_grants();
         let mut expected = describing(Office::ALL);
         expected.extend([
+            Grant::Assign("ward:review", "consent:*"),
+            Grant::Assign("ward:approve", "effect:*"),
+            Grant::Assign("ward:cancel", "run:*"),
+            Grant::Assign("ward:administer", "preauth:*"),
             Grant::Assign("dispatcher:read", "capability:*"),
             Grant::Assign("dispatcher:read", "lease:*"),
             Grant::Assign("dispatcher:read", "event:*"),
@@ -224,7 +263,16 @@ mod tests {
             Grant::Assign("orchestrator:read", "containment:*"),
             Grant::Assign("orchestrator:transition", "capability:*"),
             Grant::Assign("orchestrator:recover", "containment:*"),
+            Grant::Assign("archive:intake", "namespace:*"),
+            Grant::Assign("archive:lifecycle", "namespace:*"),
+            Grant::Assign("archive:recall", "namespace:*"),
+            Grant::Assign("archive:resolve", "namespace:*"),
+            Grant::Assign("archive:inspect", "namespace:*"),
         ]);
+        expected.extend(
+            assignments(OPERATOR_GRANTS)
+                .filter(|g| matches!(g, Grant::Assign(a, _) if a.starts_with("helmloop:"))),
+        );
         assert_eq!(grants.len(), expected.len(), "no grant twice: {grants:?}");
         assert_eq!(set(grants), expected);
     }
@@ -258,6 +306,11 @@ mod tests {
                         Grant::Assign("dispatcher:admission", "animator:*"),
                     ])
                 );
+            } else if office == Office::Ward {
+                assert!(
+                    held.iter().all(|a| OWNER_ACTIONS.contains(a)),
+                    "ward holds {held:?}"
+                );
             } else {
                 assert!(held.is_empty(), "{office} holds {held:?}");
             }
@@ -266,6 +319,35 @@ mod tests {
             !actions(&operator_grants()).contains("dispatcher:admission"),
             "admission is the Orchestrator's alone"
         );
+    }
+
+    /// HelmLoop's owner-record append actions.
+    const OWNER_ACTIONS: [&str; 5] = [
+        "helmloop:append_contract",
+        "helmloop:append_grant",
+        "helmloop:append_assurance",
+        "helmloop:append_promotion",
+        "helmloop:append_learning_acceptance",
+    ];
+
+    #[test]
+    fn only_ward_and_the_operator_append_helmloop_owner_records() {
+        for office in Office::ALL {
+            let held = actions(&service_grants(office));
+            let owner: BTreeSet<&str> = held
+                .iter()
+                .copied()
+                .filter(|a| OWNER_ACTIONS.contains(a))
+                .collect();
+            if office == Office::Ward {
+                assert_eq!(owner, BTreeSet::from(OWNER_ACTIONS), "ward");
+            } else {
+                assert!(owner.is_empty(), "{office} holds {owner:?}");
+            }
+        }
+        let operator = actions(&operator_grants());
+        assert!(OWNER_ACTIONS.iter().all(|a| operator.contains(a)));
+        assert!(operator.contains("helmloop:append_observation"));
     }
 
     #[test]

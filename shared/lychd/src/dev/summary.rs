@@ -40,6 +40,9 @@ pub(super) fn summary(
     let orchestrator_token = orchestrator_token.display();
     let gpus: Vec<&str> = DEV_GPUS.iter().map(|(name, _)| *name).collect();
     let (swap_to, swap_model) = DEV_GPUS[1];
+    let helmloop = loopback(ports[&Office::HelmLoop]);
+    let helmloop_token = layout.operator_token(Office::HelmLoop);
+    let helmloop_token = helmloop_token.display();
     lines.extend([
         format!(
             "runtime       {runtime}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})"
@@ -63,6 +66,9 @@ pub(super) fn summary(
         ),
         format!(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\", \"request_id\": \"try-1\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
+        ),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {helmloop_token})\" -d \"{{\\\"document\\\": \\\"$(base64 -w0 fixtures/helmloop/records/outcome-contract-v1.json)\\\"}}\" {helmloop} lychd.helmloop.v1.HelmLoop/Digest"
         ),
         format!(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" {orchestrator} lychd.orchestrator.v1.Orchestrator/GetTopology"

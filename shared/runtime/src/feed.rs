@@ -1,4 +1,5 @@
-//! Delivering dispatch events in sequence order across uncommitted inserts.
+//! Following an append-only table in sequence order across uncommitted inserts (the
+//! Dispatcher's dispatch events, Ward's consent changes).
 //!
 //! A sequence number is allocated when a statement inserts an event, but the row is only seen
 //! when the statement commits; a reader that sees `n + 2` before `n + 1` may be looking at a

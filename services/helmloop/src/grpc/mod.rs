@@ -1,0 +1,494 @@
+//! gRPC handlers of `lychd.helmloop.v1.HelmLoop`: authenticate (the layer, or the handler's own
+//! decision on the self-authenticating `Reduce`) → decode → authorize (the
+//! action and object declared next to each handler, built from decoded input only) → call the
+//! service → encode.
+//!
+//! Authority at the write: `AppendRecords` and a stored evaluation ask Ward again, with the
+//! first decision's policy generation, immediately before the insert. Objects: records and
+//! stored reductions are `subject:<subject.id>`; a batch asks `subject:*` first and each
+//! subject only when that is denied; inline work (`Reduce`, `Validate`, `Digest`,
+//! `RunConformance`) is on `office:helmloop`; `GetRecord` and `GetEvaluation`, whose request
+//! names no subject, ask `subject:*` and, when that is denied, the subject of what was found.
+
+mod convert;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use lychd_proto::helmloop::v1 as pb;
+use lychd_proto::helmloop::v1::helm_loop_server::{HelmLoop, HelmLoopServer};
+use lychd_runtime::auth::{Action, AuthError, Principal, Query};
+use lychd_runtime::server::ServeContext;
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+
+use crate::actions;
+use crate::domain::record::{Authority, Verified};
+use crate::error::HelmLoopError;
+use crate::service::Service;
+
+/// The object of inline work.
+const OFFICE_OBJECT: &str = "office:helmloop";
+/// Every subject.
+const ANY_SUBJECT: &str = "subject:*";
+
+/// The Ward action appending a record of `authority` needs.
+pub fn append_action(authority: Authority) -> Action {
+    match authority {
+        Authority::Observation => actions::APPEND_OBSERVATION,
+        Authority::LearningProposal => actions::APPEND_LEARNING_PROPOSAL,
+        Authority::Contract => actions::APPEND_CONTRACT,
+        Authority::Grant => actions::APPEND_GRANT,
+        Authority::Assurance => actions::APPEND_ASSURANCE,
+        Authority::Promotion => actions::APPEND_PROMOTION,
+        Authority::LearningAcceptance => actions::APPEND_LEARNING_ACCEPTANCE,
+    }
+}
+
+pub struct HelmLoopService {
+    ctx: ServeContext,
+    service: Arc<Service>,
+}
+
+fn err(e: HelmLoopError) -> Status {
+    e.into()
+}
+
+#[tonic::async_trait]
+impl HelmLoop for HelmLoopService {
+    async fn describe(
+        &self,
+        request: Request<pb::DescribeRequest>,
+    ) -> Result<Response<pb::DescribeResponse>, Status> {
+        self.ctx
+            .authorize(&request, actions::DESCRIBE, "office:helmloop")
+            .await?;
+        let office =
+            lychd_runtime::describe::describe(&self.ctx, request.get_ref().include_peers).await?;
+        Ok(Response::new(pb::DescribeResponse {
+            office: Some(office),
+        }))
+    }
+
+    async fn append_records(
+        &self,
+        request: Request<pb::AppendRecordsRequest>,
+    ) -> Result<Response<pb::AppendRecordsResponse>, Status> {
+        let (metadata, extensions, message) = request.into_parts();
+        let asking = Request::from_parts(metadata, extensions, ());
+        let bodies = convert::append_request(message, &self.service.settings).map_err(err)?;
+        let verified = self.service.verify_all(bodies).await.map_err(err)?;
+        let (principal, decided) = self.authorize_append(&asking, &verified).await?;
+        let recheck = self.recheck_all(&asking, decided, &principal);
+        let outcomes = self
+            .service
+            .append(&verified, &principal.id, recheck)
+            .await
+            .map_err(err)?;
+        let results = verified
+            .into_iter()
+            .zip(outcomes)
+            .enumerate()
+            .map(|(i, (r, outcome))| pb::AppendResult {
+                index: u32::try_from(i).unwrap_or(u32::MAX),
+                record_type: r.record_type.as_str().to_owned(),
+                id: r.id,
+                digest: r.digest,
+                body_digest: r.body_digest,
+                outcome: convert::appended(outcome) as i32,
+            })
+            .collect();
+        Ok(Response::new(pb::AppendRecordsResponse { results }))
+    }
+
+    async fn get_record(
+        &self,
+        request: Request<pb::GetRecordRequest>,
+    ) -> Result<Response<pb::GetRecordResponse>, Status> {
+        let (record_type, id) = convert::get_record(request.get_ref()).map_err(err)?;
+        let all = self
+            .decision(&request, actions::READ, ANY_SUBJECT, None)
+            .await?;
+        let rows = self.service.get_record(&record_type, &id).await;
+        if all.is_none() {
+            let subjects = match &rows {
+                Ok(rows) => rows.iter().map(|r| r.subject_id.as_str()).collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            self.read_subjects(&request, subjects).await?;
+        }
+        Ok(Response::new(pb::GetRecordResponse {
+            records: rows
+                .map_err(err)?
+                .into_iter()
+                .map(convert::stored_record)
+                .collect(),
+        }))
+    }
+
+    async fn list_records(
+        &self,
+        request: Request<pb::ListRecordsRequest>,
+    ) -> Result<Response<pb::ListRecordsResponse>, Status> {
+        let cmd = convert::list_records(request.get_ref()).map_err(err)?;
+        let object = subject_object(&cmd.filter.subject_id);
+        self.ctx.authorize(&request, actions::READ, &object).await?;
+        let rows = self
+            .service
+            .list_records(
+                &cmd.filter,
+                cmd.after,
+                i64::from(cmd.size) + 1,
+                !request.get_ref().omit_bodies,
+            )
+            .await
+            .map_err(err)?;
+        let more = rows.len() > cmd.size as usize;
+        let mut rows = rows;
+        rows.truncate(cmd.size as usize);
+        let next = match (more, rows.last()) {
+            (true, Some(last)) => last.seq.to_string(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListRecordsResponse {
+            records: rows.into_iter().map(convert::stored_record).collect(),
+            page: Some(lychd_proto::common::v1::PageResponse {
+                next_page_token: next,
+            }),
+        }))
+    }
+
+    async fn reduce(
+        &self,
+        request: Request<pb::ReduceRequest>,
+    ) -> Result<Response<pb::ReduceResponse>, Status> {
+        let (metadata, extensions, message) = request.into_parts();
+        let asking = Request::from_parts(metadata, extensions, ());
+        let max = self.service.settings.max_input_bytes;
+        self.decode_authenticated(&asking, || convert::document("input", &message.input, max))
+            .await?;
+        // Authorized before the input is parsed: an unauthorized caller costs no CPU.
+        let principal = self
+            .ctx
+            .authorize(&asking, actions::REDUCE, OFFICE_OBJECT)
+            .await?;
+        let reduced = self
+            .service
+            .reduce_inline(message.input, message.return_input, message.store)
+            .await
+            .map_err(err)?;
+        if message.store {
+            let recheck = self.recheck(&asking, actions::REDUCE, OFFICE_OBJECT, &principal);
+            self.service
+                .store_evaluation(&reduced, None, &principal.id, recheck)
+                .await
+                .map_err(err)?;
+        }
+        Ok(Response::new(convert::reduced(reduced, message.store)))
+    }
+
+    async fn reduce_stored(
+        &self,
+        request: Request<pb::ReduceStoredRequest>,
+    ) -> Result<Response<pb::ReduceResponse>, Status> {
+        let (metadata, extensions, message) = request.into_parts();
+        let asking = Request::from_parts(metadata, extensions, ());
+        let max = self.service.settings.max_record_bytes;
+        convert::document("context", &message.context, max).map_err(err)?;
+        let (context, binding) = self
+            .service
+            .parse_context(message.context)
+            .await
+            .map_err(err)?;
+        let object = subject_object(&binding.subject_id);
+        let principal = self
+            .ctx
+            .authorize(&asking, actions::REDUCE, &object)
+            .await?;
+        let reduced = self
+            .service
+            .reduce_stored(context, &binding, message.return_input)
+            .await
+            .map_err(err)?;
+        let recheck = self.recheck(&asking, actions::REDUCE, &object, &principal);
+        self.service
+            .store_evaluation(&reduced, Some(&binding), &principal.id, recheck)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(convert::reduced(reduced, true)))
+    }
+
+    async fn get_evaluation(
+        &self,
+        request: Request<pb::GetEvaluationRequest>,
+    ) -> Result<Response<pb::GetEvaluationResponse>, Status> {
+        let digest = convert::input_digest(&request.get_ref().input_digest).map_err(err)?;
+        let all = self
+            .decision(&request, actions::READ, ANY_SUBJECT, None)
+            .await?;
+        let found = self.service.get_evaluation(&digest).await;
+        if all.is_none() {
+            let subjects = match &found {
+                Ok((stored, _)) => stored.subject_id.as_deref().into_iter().collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            self.read_subjects(&request, subjects).await?;
+        }
+        let (stored, summary) = found.map_err(err)?;
+        Ok(Response::new(pb::GetEvaluationResponse {
+            result: stored.result,
+            summary: Some(convert::summary(&summary)),
+            context: stored.context,
+            evaluated_by: stored.evaluated_by,
+            stored_at: Some(crate::store::timestamp_us(stored.stored_at_us)),
+        }))
+    }
+
+    async fn validate(
+        &self,
+        request: Request<pb::ValidateRequest>,
+    ) -> Result<Response<pb::ValidateResponse>, Status> {
+        let max = self.service.settings.max_input_bytes;
+        convert::document("document", &request.get_ref().document, max).map_err(err)?;
+        self.ctx
+            .authorize(&request, actions::CHECK, OFFICE_OBJECT)
+            .await?;
+        let report = self
+            .service
+            .validate(request.into_inner().document)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::ValidateResponse {
+            valid: report.is_valid(),
+            first_code: report.first_code().unwrap_or_default().to_owned(),
+            report: report.to_json().into_bytes(),
+        }))
+    }
+
+    async fn digest(
+        &self,
+        request: Request<pb::DigestRequest>,
+    ) -> Result<Response<pb::DigestResponse>, Status> {
+        let max = self.service.settings.max_input_bytes;
+        let domain = convert::domain(request.get_ref().domain).map_err(err)?;
+        convert::document("document", &request.get_ref().document, max).map_err(err)?;
+        self.ctx
+            .authorize(&request, actions::CHECK, OFFICE_OBJECT)
+            .await?;
+        let (digest, canonical) = self
+            .service
+            .digest(request.into_inner().document, domain)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::DigestResponse { digest, canonical }))
+    }
+
+    async fn run_conformance(
+        &self,
+        request: Request<pb::RunConformanceRequest>,
+    ) -> Result<Response<pb::RunConformanceResponse>, Status> {
+        convert::adapter(&request.get_ref().adapter).map_err(err)?;
+        self.ctx
+            .authorize(&request, actions::CHECK, OFFICE_OBJECT)
+            .await?;
+        let run = self.service.conformance_core().await.map_err(err)?;
+        Ok(Response::new(pb::RunConformanceResponse {
+            passed: run.passed,
+            total: u32::try_from(run.total).unwrap_or(u32::MAX),
+            failed: u32::try_from(run.failed).unwrap_or(u32::MAX),
+            fixture_set_digest: run.fixture_set_digest,
+            report: run.report,
+        }))
+    }
+}
+
+/// `subject:<id>`, or `subject:*` for none.
+fn subject_object(subject_id: &str) -> String {
+    if subject_id.is_empty() {
+        ANY_SUBJECT.to_owned()
+    } else {
+        format!("subject:{subject_id}")
+    }
+}
+
+impl HelmLoopService {
+    /// Decode with `decode`; on bad input, authenticate the caller first, so a junk or missing
+    /// session is `UNAUTHENTICATED` whatever else is wrong (the self-authenticating `Reduce`).
+    async fn decode_authenticated(
+        &self,
+        request: &Request<()>,
+        decode: impl FnOnce() -> crate::error::Result<()>,
+    ) -> Result<(), Status> {
+        match decode() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.ctx.authorizer.authenticate(request).await?;
+                Err(err(e))
+            }
+        }
+    }
+
+    /// A reader without `helmloop:read` on `subject:*` may read what belongs to `subjects`
+    /// when it holds the action on each of them. Anything else (nothing found, an evaluation
+    /// of no subject, one subject denied) is answered with the refusal on `subject:*`, so a
+    /// denied caller learns neither whether the record exists nor whose it is.
+    async fn read_subjects<T>(
+        &self,
+        request: &Request<T>,
+        subjects: BTreeSet<&str>,
+    ) -> Result<(), Status> {
+        let mut allowed = !subjects.is_empty();
+        for subject in subjects {
+            let object = subject_object(subject);
+            if self
+                .decision(request, actions::READ, &object, None)
+                .await?
+                .is_none()
+            {
+                allowed = false;
+                break;
+            }
+        }
+        if allowed {
+            return Ok(());
+        }
+        self.ctx
+            .authorize(request, actions::READ, ANY_SUBJECT)
+            .await
+            .map(|_| ())
+    }
+
+    /// May the caller append `verified`? One question per append action on `subject:*`;
+    /// when that is denied, one per subject (refused at the first denial). Returns the
+    /// principal and every (action, object) allowed, for the re-check before the write.
+    async fn authorize_append(
+        &self,
+        request: &Request<()>,
+        verified: &[Verified],
+    ) -> Result<(Principal, Vec<(Action, String)>), Status> {
+        let mut needed: BTreeMap<Authority, BTreeSet<&str>> = BTreeMap::new();
+        for r in verified {
+            needed
+                .entry(r.authority)
+                .or_default()
+                .insert(r.subject_id.as_str());
+        }
+        let asked = needed.into_iter().map(|(authority, subjects)| {
+            let action = append_action(authority);
+            async move {
+                if let Some(p) = self.decision(request, action, ANY_SUBJECT, None).await? {
+                    return Ok::<_, Status>((p, vec![(action, ANY_SUBJECT.to_owned())]));
+                }
+                let mut principal = None;
+                let mut decided = Vec::new();
+                for s in subjects {
+                    let object = subject_object(s);
+                    principal = Some(self.ctx.authorize(request, action, &object).await?);
+                    decided.push((action, object));
+                }
+                Ok((
+                    principal.expect("invariant: a needed authority has a subject"),
+                    decided,
+                ))
+            }
+        });
+        let answers = futures::future::try_join_all(asked).await?;
+        let mut principal = None;
+        let mut decided = Vec::new();
+        for (p, d) in answers {
+            principal.get_or_insert(p);
+            decided.extend(d);
+        }
+        let principal = principal.expect("invariant: at least one record was verified");
+        Ok((principal, decided))
+    }
+
+    /// Ward asked again whether the caller may still do `action` on `object`, with `first`'s
+    /// policy generation: awaited immediately before the write.
+    fn recheck(
+        &self,
+        request: &Request<()>,
+        action: Action,
+        object: &str,
+        first: &Principal,
+    ) -> impl std::future::Future<Output = crate::error::Result<()>> + use<> {
+        self.recheck_all(request, vec![(action, object.to_owned())], first)
+    }
+
+    /// [`Self::recheck`] for every decided pair, asked together.
+    fn recheck_all(
+        &self,
+        request: &Request<()>,
+        decided: Vec<(Action, String)>,
+        first: &Principal,
+    ) -> impl std::future::Future<Output = crate::error::Result<()>> + use<> {
+        let authorizer = self.ctx.authorizer.clone();
+        let metadata = request.metadata().clone();
+        let generation = first.policy_generation;
+        async move {
+            let asking = Request::from_parts(metadata, tonic::Extensions::default(), ());
+            let asks = decided.iter().map(|(action, object)| {
+                authorizer.authorize_for(&asking, *action, object, action.verb(), Some(generation))
+            });
+            futures::future::try_join_all(asks)
+                .await
+                .map(|_| ())
+                .map_err(|refused| HelmLoopError::Refused(Box::new(refused)))
+        }
+    }
+
+    /// Does the caller hold `action` on `object`? A denial is an answer here, not a refusal;
+    /// a session that authenticates nobody, or Ward unreachable, is the refusal.
+    async fn decision<T>(
+        &self,
+        request: &Request<T>,
+        action: Action,
+        object: &str,
+        first: Option<&Principal>,
+    ) -> Result<Option<Principal>, Status> {
+        let token = lychd_runtime::auth::bearer(request)?;
+        let decision = self
+            .ctx
+            .authorizer
+            .verifier()
+            .authorize(&Query {
+                token,
+                action: action.name,
+                object,
+                audience: self.ctx.office.name(),
+                purpose: action.verb(),
+                expected_policy_generation: first.map(|p| p.policy_generation),
+            })
+            .await
+            .map_err(AuthError::into_status)?;
+        if decision.allowed {
+            return Ok(decision.principal);
+        }
+        if lychd_runtime::auth::is_authentication_reason(&decision.reason) {
+            return decision.into_principal(action.name, object).map(Some);
+        }
+        Ok(None)
+    }
+}
+
+/// Start the office: read the `[office]` limits (a bad one refuses start-up with exit 2) and
+/// return the routes.
+pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
+    Box::pin(async move {
+        let settings = crate::config::load(&ctx.config)?;
+        tracing::info!(
+            reduce_workers = settings.reduce_workers,
+            max_input_bytes = settings.max_input_bytes,
+            "helmloop limits loaded"
+        );
+        let service = Service::new(settings, ctx.pool.clone());
+        let server = HelmLoopServer::new(HelmLoopService {
+            ctx: ctx.clone(),
+            service,
+        })
+        .max_decoding_message_size(ctx.max_message_bytes())
+        .max_encoding_message_size(ctx.max_message_bytes());
+        Ok(Routes::new(server))
+    })
+}
