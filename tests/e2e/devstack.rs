@@ -122,6 +122,10 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &tokens[&Office::Ward],
     );
     operator_walks_the_archive_as_documented(&endpoints["archive"], &tokens[&Office::Archive]);
+    operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(
+        &endpoints["orchestrator"],
+        &tokens[&Office::Orchestrator],
+    );
 
     let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
@@ -317,7 +321,16 @@ fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &st
         .iter()
         .filter_map(|c| c["capabilityKey"].as_str())
         .collect();
-    assert_eq!(keys, ["sim0:chat:qwen3-0.6b"], "{caps}");
+    assert_eq!(
+        keys,
+        [
+            "gpu-a:chat:llama-3.1-8b-q4",
+            "gpu-b:chat:qwen3-8b-q4",
+            "gpu-c:chat:mistral-7b-q4",
+            "sim0:chat:qwen3-0.6b"
+        ],
+        "{caps}"
+    );
 
     let answer = call(
         "Lease",
@@ -552,4 +565,51 @@ fn operator_walks_the_archive_as_documented(archive: &str, token: &str) {
     assert!(recalled["receipt"]["receiptId"].is_string(), "{recalled}");
     assert_eq!(answers[3]["note"]["state"], "LIFECYCLE_STATE_REVOKED");
     assert_eq!(answers[3]["note"]["version"], "3");
+}
+
+/// As an operator would: the compiled topology (three animators in conflict on one simulated
+/// GPU, one resident), then a hard swap from the running `gpu-a` to `gpu-b`.
+fn operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(orchestrator: &str, token: &str) {
+    let bearer = format!("authorization: Bearer {token}");
+    let call = |method: &str, body: &str| -> serde_json::Value {
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            orchestrator,
+            &format!("lychd.orchestrator.v1.Orchestrator/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let topology = call("GetTopology", "{}");
+    assert_eq!(
+        topology["edges"].as_array().map(Vec::len),
+        Some(3),
+        "{topology}"
+    );
+    let outcome = call(
+        "RequestTransition",
+        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50}"#,
+    );
+    assert_eq!(
+        outcome["outcome"]["phase"], "TRANSITION_PHASE_COMPLETED",
+        "{outcome}"
+    );
+    assert_eq!(outcome["outcome"]["plan"]["evict"][0], "gpu-a", "{outcome}");
+    let again = call(
+        "RequestTransition",
+        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50}"#,
+    );
+    assert_eq!(
+        again["outcome"]["plan"]["action"], "PLAN_ACTION_NO_OP",
+        "{again}"
+    );
 }

@@ -3,4 +3,10 @@
 lychd_runtime::auth::actions! {
     /// describe the office (`Describe`)
     DESCRIBE = "orchestrator:describe";
+    /// read the conflict graph, preview plans, watch transitions, list containments (`GetTopology` on `topology:*`, `PreviewPlan` on `capability:<key>`, `WatchTransitions` on `transition:*`, `ListContainments` on `containment:*`)
+    READ = "orchestrator:read";
+    /// request a transition to a capability (`RequestTransition` on `capability:<key>`)
+    TRANSITION = "orchestrator:transition";
+    /// recover a containment after a fresh observation proves its world (`RecoverContainment` on `containment:*`)
+    RECOVER = "orchestrator:recover";
 }

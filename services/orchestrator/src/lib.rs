@@ -1,12 +1,20 @@
 //! The Orchestrator office: converges hardware; never grants a lease or picks a semantic provider.
 //!
-//! Layers: `grpc` (thin handlers: decode → call domain/store → encode). `domain/` (pure rules,
-//! no sqlx, no tonic) and `store/` (SQL on the `orchestrator` schema only) arrive with the office's
-//! features.
+//! Layers: `grpc` (thin handlers: authenticate → decode → authorize → service → encode),
+//! `service` (use cases), `observe` (fresh observations asked of the Dispatcher over gRPC),
+//! `domain/` (pure planning: no sqlx, no tonic, no clock), `config` (the `[office]` registry,
+//! parsed and validated by the shared `lychd-registry`, compiled into the conflict graph).
 
 pub mod actions;
+pub mod actuator;
+pub mod config;
+pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod observe;
+pub mod service;
+pub mod store;
+pub mod transition;
 
 use lychd_runtime::Office;
 use lychd_runtime::cli::OfficeSpec;

@@ -593,7 +593,14 @@ impl Ward for WardService {
         &self,
         request: Request<pb::ProposeEffectRequest>,
     ) -> Result<Response<pb::ProposeEffectResponse>, Status> {
-        let proposal = consent::proposal(request.get_ref())?;
+        // Self-authenticating: bad input is refused only to a caller that authenticates.
+        let proposal = match consent::proposal(request.get_ref()) {
+            Ok(p) => p,
+            Err(invalid) => {
+                self.authenticate_caller(&request).await?;
+                return Err(invalid.into());
+            }
+        };
         let principal = self
             .ctx
             .authorize(

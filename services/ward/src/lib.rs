@@ -89,6 +89,9 @@ pub fn spec() -> OfficeSpec {
             "/lychd.ward.v1.Ward/ExchangeCredential",
             "/lychd.ward.v1.Ward/Authenticate",
             "/lychd.ward.v1.Ward/Authorize",
+            // Its own decision authenticates a well-formed proposal (one statement less on the
+            // hot path); a malformed one is authenticated explicitly before its refusal.
+            "/lychd.ward.v1.Ward/ProposeEffect",
         ],
         commands: COMMANDS,
     }

@@ -7,6 +7,14 @@
 //! `status.value` (`loaded`, `loading`, `downloading`, `unloaded`, `sleeping`) and `failed`
 //! after a failed load. Anything can be overridden: a raw inventory answer, a delay (for
 //! timeouts), a redirect, or stopping the listener (connection refused).
+//!
+//! [`SimHost`] (module `host`) puts several of them behind animator *units* with start/stop
+//! latency, failure, hang and partial start, and a control API over HTTP: the simulated host
+//! the Orchestrator's `simulated` actuator drives.
+
+pub mod host;
+
+pub use host::{SimHost, UnitFaults};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

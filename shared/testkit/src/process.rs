@@ -101,6 +101,7 @@ pub struct SandboxBuilder {
     peer_endpoints: Vec<(Office, Office, String)>,
     otlp_endpoint: Option<String>,
     grace_ms: Option<u64>,
+    sections: Vec<(Office, String)>,
 }
 
 impl Sandbox {
@@ -123,6 +124,22 @@ impl Sandbox {
         self.offices
             .get_mut(&office)
             .expect("office is part of the sandbox")
+    }
+
+    /// Stop `office` with `signal` (SIGTERM: graceful; SIGKILL: as a crash), wait for it to
+    /// exit, then start it again on the same port with the same configuration and wait until
+    /// it serves. The previous run's log is kept as `<office>.log.1`.
+    pub async fn restart(&mut self, office: Office, signal: nix::sys::signal::Signal) {
+        let p = self.office_mut(office);
+        p.signal(signal);
+        p.wait_exit(Duration::from_secs(30))
+            .await
+            .expect("the office exits");
+        let (config, port) = (p.config_path.clone(), p.addr.port());
+        std::fs::copy(&p.log_path, p.log_path.with_extension("log.1")).expect("keep the log");
+        let mut process = start_office(office, &config, port, &None).await;
+        wait_serving(&mut process).await;
+        self.offices.insert(office, process);
     }
 
     /// Stop every office with SIGTERM and wait for each.
@@ -156,6 +173,12 @@ impl SandboxBuilder {
     /// `from` is configured to call `to` at `endpoint` (e.g. a stand-in that never answers).
     pub fn peer_endpoint(mut self, from: Office, to: Office, endpoint: impl Into<String>) -> Self {
         self.peer_endpoints.push((from, to, endpoint.into()));
+        self
+    }
+
+    /// Append `toml` to `office`'s configuration file (e.g. its `[office]` section).
+    pub fn config_text(mut self, office: Office, toml: impl Into<String>) -> Self {
+        self.sections.push((office, toml.into()));
         self
     }
 
@@ -325,6 +348,10 @@ fn write_config(
     }
     for (peer, endpoint) in peers {
         toml.push_str(&format!("\n[peers.{peer}]\nendpoint = \"{endpoint}\"\n"));
+    }
+    for (_, text) in b.sections.iter().filter(|(o, _)| *o == office) {
+        toml.push('\n');
+        toml.push_str(text);
     }
     let path = dir.join(format!("{office}.toml"));
     std::fs::write(&path, toml).expect("write office config");

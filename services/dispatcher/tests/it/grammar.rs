@@ -21,6 +21,8 @@ fn animator(name: &str) -> AnimatorDecl {
         probe: None,
         ready_estimate_seconds: None,
         aliases: Default::default(),
+        conflict_domains: None,
+        groups: Vec::new(),
     }
 }
 

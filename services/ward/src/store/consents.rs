@@ -177,10 +177,16 @@ pub struct Derived<'a> {
     pub ttl_seconds: i64,
 }
 
-/// Record `p` (by `requested_by`, named `principal_name`) as a consent: granted by the first of
-/// `rules` (in order) that matches it and still has a use — consumed in the same transaction —
-/// else pending. An identical earlier proposal is returned as it stands (`false`) and consumes
-/// nothing.
+/// Record `p` (by `requested_by`, named `principal_name`) as a consent in ONE statement: granted
+/// by the first of `rules` (in order) that matches it and still has a use — the use consumed by
+/// the same statement — else pending. An identical earlier proposal is returned as it stands
+/// (`false`) and consumes nothing.
+///
+/// Concurrency: two statements that pick the same rule update its row one after the other; the
+/// second re-checks the use limit on the row the first left, so a rule never grants more than
+/// `max_uses` (a proposal that lost that race stays pending rather than trying a lower rule).
+/// A concurrent identical proposal makes the insert fail on `consents_identity`, which undoes the
+/// whole statement — the use included — and the next attempt reads the winner's consent.
 pub async fn propose(
     pool: &PgPool,
     p: &Proposal,
@@ -189,48 +195,51 @@ pub async fn propose(
     d: &Derived<'_>,
     rules: &[Rule],
 ) -> Result<(ConsentRecord, bool)> {
-    // A concurrent identical proposal that commits first makes this insert do nothing: the
-    // transaction is rolled back (giving back a use it took) and the next attempt reads it.
-    // One connection at a time: a call never holds one while waiting for another.
+    let (slugs, digests): (Vec<&str>, Vec<String>) = if p.class.live_only() {
+        (Vec::new(), Vec::new())
+    } else {
+        rules
+            .iter()
+            .filter(|r| r.matches(p, principal_name))
+            .map(|r| (r.slug.as_str(), r.policy_digest()))
+            .unzip()
+    };
+    let binding = binding_json(&p.binding).to_string();
     for _ in 0..3 {
-        let mut tx = super::begin(pool).await?;
-        expire_due(&mut tx).await?;
-        let existing: Option<Row> = sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM ward.consents c
-             WHERE c.run_id = $1 AND c.deferred_call_id = $2 AND c.binding_digest = $3"
-        ))
-        .bind(&p.run_id)
-        .bind(&p.deferred_call_id)
-        .bind(d.binding_digest)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = existing {
-            tx.commit().await?;
-            return Ok((row.record()?, false));
-        }
-        let mut granted: Option<(&str, String)> = None;
-        if !p.class.live_only() {
-            for rule in rules.iter().filter(|r| r.matches(p, principal_name)) {
-                let digest = rule.policy_digest();
-                if super::preauth::use_once(&mut tx, &rule.slug, &digest).await? {
-                    granted = Some((rule.slug.as_str(), digest));
-                    break;
-                }
-            }
-        }
-        let (rule, rule_digest) = granted.map_or((None, None), |(s, d)| (Some(s), Some(d)));
-        let inserted: Option<Row> = sqlx::query_as(&format!(
-            "INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id,
-                 effect_revision, tool_name, deferred_call_id, censored_arguments,
-                 arguments_digest, effect_class, binding, binding_digest, requested_by,
-                 expires_at, state, decided_at, granted_by_rule, rule_policy_digest)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13,
-                 statement_timestamp() + make_interval(secs => $14),
-                 CASE WHEN $15::text IS NULL THEN 'pending' ELSE 'granted' END,
-                 CASE WHEN $15::text IS NULL THEN NULL ELSE statement_timestamp() END,
-                 $15, $16)
-             ON CONFLICT ON CONSTRAINT consents_identity DO NOTHING
-             RETURNING {COLUMNS}"
+        let answer: std::result::Result<Option<Proposed>, sqlx::Error> = sqlx::query_as(&format!(
+            "WITH existing AS (
+                     SELECT {COLUMNS} FROM ward.consents c
+                     WHERE c.run_id = $2 AND c.deferred_call_id = $7 AND c.binding_digest = $12),
+                 pick AS (
+                     SELECT k.slug FROM unnest($15::text[], $16::text[]) WITH ORDINALITY
+                         AS k(slug, digest, ord)
+                     JOIN ward.preauth_rules r ON r.slug = k.slug
+                     WHERE r.policy_digest = k.digest AND r.in_files AND r.disabled_at IS NULL
+                       AND (r.expires_at IS NULL OR r.expires_at > statement_timestamp())
+                       AND (r.max_uses IS NULL OR r.uses < r.max_uses)
+                     ORDER BY k.ord LIMIT 1),
+                 used AS (
+                     UPDATE ward.preauth_rules r SET uses = r.uses + 1
+                     FROM pick
+                     WHERE r.slug = pick.slug AND NOT EXISTS (SELECT 1 FROM existing)
+                       AND (r.max_uses IS NULL OR r.uses < r.max_uses)
+                     RETURNING r.slug, r.policy_digest),
+                 ins AS (
+                     INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id,
+                         effect_revision, tool_name, deferred_call_id, censored_arguments,
+                         arguments_digest, effect_class, binding, binding_digest, requested_by,
+                         expires_at, state, decided_at, granted_by_rule, rule_policy_digest)
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13,
+                         statement_timestamp() + make_interval(secs => $14),
+                         CASE WHEN u.slug IS NULL THEN 'pending' ELSE 'granted' END,
+                         CASE WHEN u.slug IS NULL THEN NULL ELSE statement_timestamp() END,
+                         u.slug, u.policy_digest
+                     FROM (SELECT 1) AS one LEFT JOIN used u ON true
+                     WHERE NOT EXISTS (SELECT 1 FROM existing)
+                     RETURNING {COLUMNS})
+                 SELECT *, false AS created FROM existing
+                 UNION ALL
+                 SELECT *, true AS created FROM ins"
         ))
         .bind(Uuid::new_v4())
         .bind(&p.run_id)
@@ -242,25 +251,39 @@ pub async fn propose(
         .bind(d.censored_arguments)
         .bind(d.arguments_digest)
         .bind(p.class.as_str())
-        .bind(binding_json(&p.binding).to_string())
+        .bind(&binding)
         .bind(d.binding_digest)
         .bind(requested_by)
         .bind(d.ttl_seconds as f64)
-        .bind(rule)
-        .bind(rule_digest)
-        .fetch_optional(&mut *tx)
-        .await?;
-        match inserted {
-            Some(row) => {
-                tx.commit().await?;
-                return Ok((row.record()?, true));
+        .bind(&slugs)
+        .bind(&digests)
+        .fetch_optional(pool)
+        .await;
+        match answer {
+            Ok(Some(Proposed { row, created })) => {
+                let record = row.record()?;
+                // A replay of a pending consent: read again after the expiry sweep, so one
+                // whose TTL has passed (by the database clock) is answered expired.
+                if !created && record.state == ConsentState::Pending {
+                    return Ok((get(pool, record.id).await?.unwrap_or(record), false));
+                }
+                return Ok((record, created));
             }
-            None => tx.rollback().await?,
+            Ok(None) => {}
+            Err(e) if lychd_runtime::refusal::is_unique_violation(&e, "consents_identity") => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Err(WardError::Database(sqlx::Error::Protocol(
         "an identical proposal neither inserted nor found".into(),
     )))
+}
+
+#[derive(sqlx::FromRow)]
+struct Proposed {
+    #[sqlx(flatten)]
+    row: Row,
+    created: bool,
 }
 
 /// One consent, `None` when no consent has the id.

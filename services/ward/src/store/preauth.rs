@@ -1,6 +1,6 @@
 //! Standing preauthorization rules (`ward.preauth_rules`): synchronised from the rule files at
-//! start as one set in one transaction; one use consumed by a guarded update inside the
-//! transaction that records the consent it grants ([`super::consents::propose`]).
+//! start as one set in one transaction; one use consumed by the same statement that records the
+//! consent it grants ([`super::consents::propose`]).
 
 use sqlx::postgres::PgPool;
 use time::OffsetDateTime;
@@ -77,27 +77,6 @@ pub async fn sync(pool: &PgPool, rules: &[Rule]) -> Result<()> {
         .await?;
     tx.commit().await?;
     Ok(())
-}
-
-/// Consume one use of `rule` if it is still the policy `digest`, in the files, not disabled,
-/// unexpired by database time and under its use limit; `false` when it is not.
-pub(crate) async fn use_once(
-    conn: &mut sqlx::PgConnection,
-    slug: &str,
-    digest: &str,
-) -> Result<bool> {
-    Ok(sqlx::query(
-        "UPDATE ward.preauth_rules SET uses = uses + 1
-         WHERE slug = $1 AND policy_digest = $2 AND in_files AND disabled_at IS NULL
-           AND (expires_at IS NULL OR expires_at > statement_timestamp())
-           AND (max_uses IS NULL OR uses < max_uses)",
-    )
-    .bind(slug)
-    .bind(digest)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected()
-        == 1)
 }
 
 /// Every stored rule, by slug.

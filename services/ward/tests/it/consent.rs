@@ -216,6 +216,21 @@ async fn bad_proposals_are_refused_with_every_field_and_change_nothing() {
         .await
         .expect("count");
     assert_eq!(n, 0);
+    // A stranger learns nothing about its input: its session is refused first.
+    let mut stranger = WardClient::new(channel_with(
+        &c.s.endpoint(),
+        &format!("lws_{}", "0".repeat(64)),
+    ));
+    let status = stranger
+        .propose_effect(proposal("has space", "[]"))
+        .await
+        .expect_err("stranger");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let status = stranger
+        .propose_effect(proposal("call-1", "{}"))
+        .await
+        .expect_err("stranger");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
     // Another owner's effect is not the proposer's to propose.
     let mut other = proposal("call-2", "{}");
     other.effect_owner = "orchestrator".into();

@@ -24,8 +24,9 @@ pub(super) const SECRET_MODE: u32 = 0o600;
 /// Dispatcher's read, lease and observe API, so the printed examples work; the approver's side
 /// of consent (review every consent, settle any effect's, cancel a run's, manage standing
 /// rules); the Archive's intake, lifecycle, recall, resolve and inspect actions on every
-/// namespace (no note is seeded), so the documented walk works; and the whole HelmLoop API,
-/// owner records included (the operator stands in for the owners in dev).
+/// namespace (no note is seeded), so the documented walk works; the Orchestrator's read,
+/// transition and recover API; and the whole HelmLoop API, owner records included (the
+/// operator stands in for the owners in dev).
 const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("ward:review", "consent:*"),
     ("ward:approve", "effect:*"),
@@ -37,6 +38,12 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
     ("dispatcher:observe", "animator:*"),
+    ("orchestrator:read", "topology:*"),
+    ("orchestrator:read", "capability:*"),
+    ("orchestrator:read", "transition:*"),
+    ("orchestrator:read", "containment:*"),
+    ("orchestrator:transition", "capability:*"),
+    ("orchestrator:recover", "containment:*"),
     ("archive:intake", "namespace:*"),
     ("archive:lifecycle", "namespace:*"),
     ("archive:recall", "namespace:*"),
@@ -250,6 +257,12 @@ mod tests {
             Grant::Assign("dispatcher:lease", "capability:*"),
             Grant::Assign("dispatcher:lease", "lease:*"),
             Grant::Assign("dispatcher:observe", "animator:*"),
+            Grant::Assign("orchestrator:read", "topology:*"),
+            Grant::Assign("orchestrator:read", "capability:*"),
+            Grant::Assign("orchestrator:read", "transition:*"),
+            Grant::Assign("orchestrator:read", "containment:*"),
+            Grant::Assign("orchestrator:transition", "capability:*"),
+            Grant::Assign("orchestrator:recover", "containment:*"),
             Grant::Assign("archive:intake", "namespace:*"),
             Grant::Assign("archive:lifecycle", "namespace:*"),
             Grant::Assign("archive:recall", "namespace:*"),

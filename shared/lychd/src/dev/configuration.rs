@@ -12,6 +12,13 @@ use super::cluster::DATABASE;
 /// The dev stack's one animator and the model its simulated runtime serves.
 pub(super) const DEV_ANIMATOR: &str = "sim0";
 pub(super) const DEV_MODEL: &str = "qwen3-0.6b";
+/// The simulated GPU's animators and their models: dedicated, conflicts omitted (the
+/// compiler's `default-exclusive`: any two conflict), the first one running at start.
+pub(super) const DEV_GPUS: &[(&str, &str)] = &[
+    ("gpu-a", "llama-3.1-8b-q4"),
+    ("gpu-b", "qwen3-8b-q4"),
+    ("gpu-c", "mistral-7b-q4"),
+];
 
 /// Where everything the stack runs listens: loopback only.
 pub(super) fn loopback(port: u16) -> SocketAddr {
@@ -131,8 +138,12 @@ pub(super) struct Configs<'a> {
     pub layout: &'a Layout,
     pub ports: &'a BTreeMap<Office, u16>,
     pub pg_port: u16,
-    /// The simulated llama.cpp runtime the Dispatcher's one animator runs on.
+    /// The simulated llama.cpp runtime of the resident animator ([`DEV_ANIMATOR`]).
     pub runtime: &'a str,
+    /// The endpoints of [`DEV_GPUS`]' runtimes, in that order.
+    pub gpus: &'a [String],
+    /// The simulated host's control API (the Orchestrator's `simulated` actuator).
+    pub host_control: &'a str,
 }
 
 impl Configs<'_> {
@@ -172,21 +183,46 @@ impl Configs<'_> {
                 loopback_url(*port)
             ));
         }
-        if office == Office::Dispatcher {
-            s.push_str(&dispatcher_registry(self.runtime));
+        match office {
+            Office::Dispatcher => {
+                s.push_str("\n[office]\n");
+                s.push_str(&self.registry());
+            }
+            Office::Orchestrator => {
+                s.push_str(&format!(
+                    "\n[office]\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n",
+                    self.host_control
+                ));
+                s.push_str(&self.registry());
+            }
+            _ => {}
         }
         s
     }
-}
 
-/// The Dispatcher's registry: one dedicated animator on the simulated runtime.
-fn dispatcher_registry(endpoint: &str) -> String {
-    format!(
-        "\n[office]\n\n[[office.animators]]\nname = \"{DEV_ANIMATOR}\"\nsource = \"soulstone\"\n\
-         dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\n\
-         [[office.capabilities]]\nanimator = \"{DEV_ANIMATOR}\"\nfamily = \"chat\"\n\
-         model_id = \"{DEV_MODEL}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
-    )
+    /// The one animator registry the Dispatcher and the Orchestrator both read: the resident
+    /// animator on its simulated runtime, and the simulated GPU's animators in conflict.
+    fn registry(&self) -> String {
+        let mut s = format!(
+            "\n[[office.animators]]\nname = \"{DEV_ANIMATOR}\"\nsource = \"soulstone\"\n\
+             dialect = \"llama_cpp\"\nendpoint = \"{}\"\ndedicated = true\nresident = true\n",
+            self.runtime
+        );
+        for ((name, _), endpoint) in DEV_GPUS.iter().zip(self.gpus) {
+            s.push_str(&format!(
+                "\n[[office.animators]]\nname = \"{name}\"\nsource = \"soulstone\"\n\
+                 dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\
+                 ready_estimate_seconds = 2\n"
+            ));
+        }
+        for (animator, model) in std::iter::once(&(DEV_ANIMATOR, DEV_MODEL)).chain(DEV_GPUS) {
+            s.push_str(&format!(
+                "\n[[office.capabilities]]\nanimator = \"{animator}\"\nfamily = \"chat\"\n\
+                 model_id = \"{model}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
+            ));
+        }
+        s
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +232,7 @@ mod tests {
     use super::*;
 
     const RUNTIME: &str = "http://127.0.0.1:40000";
+    const HOST: &str = "http://127.0.0.1:40009";
     const PG_PORT: u16 = 45432;
 
     fn default_ports() -> BTreeMap<Office, u16> {
@@ -207,11 +244,16 @@ mod tests {
         let layout = Layout::new(state).expect("layout");
         layout.prepare().expect("prepare");
         let ports = default_ports();
+        let gpus: Vec<String> = (1..=DEV_GPUS.len())
+            .map(|i| format!("http://127.0.0.1:4000{i}"))
+            .collect();
         let configs = Configs {
             layout: &layout,
             ports: &ports,
             pg_port: PG_PORT,
             runtime: RUNTIME,
+            gpus: &gpus,
+            host_control: HOST,
         };
         let path = configs.write(office).expect("write");
         assert_eq!(path, layout.config(office));
@@ -379,16 +421,41 @@ mod tests {
     }
 
     #[test]
-    fn only_the_dispatcher_has_the_simulated_animator() {
+    fn the_dispatcher_and_the_orchestrator_share_the_simulated_registry() {
         let state = tempfile::tempdir().expect("tmp");
         let dispatcher = written(state.path(), Office::Dispatcher);
         let animator = &dispatcher.office["animators"][0];
         assert_eq!(animator["name"].as_str(), Some(DEV_ANIMATOR));
         assert_eq!(animator["endpoint"].as_str(), Some(RUNTIME));
+        assert_eq!(animator["resident"].as_bool(), Some(true));
         let capability = &dispatcher.office["capabilities"][0];
         assert_eq!(capability["animator"].as_str(), Some(DEV_ANIMATOR));
         assert_eq!(capability["model_id"].as_str(), Some(DEV_MODEL));
-        for office in Office::ALL.into_iter().filter(|o| *o != Office::Dispatcher) {
+        let animators = dispatcher.office["animators"].as_array().expect("list");
+        assert_eq!(animators.len(), 1 + DEV_GPUS.len());
+        assert!(
+            animators[1..]
+                .iter()
+                .all(|a| a.get("conflict_domains").is_none()
+                    && a["dedicated"].as_bool() == Some(true))
+        );
+        let orchestrator = written(state.path(), Office::Orchestrator);
+        assert_eq!(
+            orchestrator.office["animators"],
+            dispatcher.office["animators"]
+        );
+        assert_eq!(
+            orchestrator.office["capabilities"],
+            dispatcher.office["capabilities"]
+        );
+        assert_eq!(
+            orchestrator.office["actuator"]["endpoint"].as_str(),
+            Some(HOST)
+        );
+        for office in Office::ALL
+            .into_iter()
+            .filter(|o| !matches!(o, Office::Dispatcher | Office::Orchestrator))
+        {
             assert!(written(state.path(), office).office.is_empty(), "{office}");
         }
     }

@@ -16,7 +16,7 @@ use lychd_runtime::Office;
 
 use crate::DevArgs;
 use cluster::Postgres;
-use configuration::{Configs, DEV_MODEL, Layout, loopback_url};
+use configuration::{Configs, DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback_url};
 use supervision::Supervised;
 
 /// How long Ward has to serve after a start.
@@ -42,15 +42,28 @@ async fn run_offices(
 ) -> anyhow::Result<()> {
     postgres.provision().await?;
     let ports = configuration::choose_ports(args.base_port)?;
-    // No model runtime runs on a developer's machine: a simulated llama.cpp runtime stands in,
-    // and the Dispatcher's real probe observes it.
-    let runtime = lychd_simllama::SimLlama::serving(DEV_MODEL).await;
-    let runtime_endpoint = runtime.endpoint();
+    // No model runtime runs on a developer's machine: a simulated host stands in — the
+    // resident animator's llama.cpp runtime and a simulated GPU of animators in conflict, whose
+    // units the Orchestrator's `simulated` actuator starts and stops — and the Dispatcher's real
+    // probe observes them.
+    let mut units: Vec<(&str, &[&str])> = vec![(DEV_ANIMATOR, &[DEV_MODEL][..])];
+    for (name, model) in DEV_GPUS {
+        units.push((name, std::slice::from_ref(model)));
+    }
+    let host = lychd_simllama::SimHost::start(&units, &[DEV_ANIMATOR, DEV_GPUS[0].0]).await;
+    let runtime_endpoint = host.endpoint(DEV_ANIMATOR).await;
+    let mut gpus = Vec::new();
+    for (name, _) in DEV_GPUS {
+        gpus.push(host.endpoint(name).await);
+    }
+    let host_control = host.control_endpoint();
     let configs = Configs {
         layout,
         ports: &ports,
         pg_port: postgres.port(),
         runtime: &runtime_endpoint,
+        gpus: &gpus,
+        host_control: &host_control,
     };
     let mut offices = Vec::new();
     for office in Office::ALL {
@@ -94,6 +107,7 @@ async fn run_offices(
             layout,
             &ports,
             &runtime_endpoint,
+            &host_control,
             bootstrap::OPERATOR_SESSION
         )
     );

@@ -8,13 +8,14 @@ use std::time::Duration;
 use lychd_runtime::Office;
 
 use super::bootstrap::SECRET_MODE;
-use super::configuration::{DEV_ANIMATOR, DEV_MODEL, Layout, loopback};
+use super::configuration::{DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback};
 
 /// The summary printed once every office serves; `session` is the operator session's lifetime.
 pub(super) fn summary(
     layout: &Layout,
     ports: &BTreeMap<Office, u16>,
     runtime: &str,
+    host_control: &str,
     session: Duration,
 ) -> String {
     let mut lines = vec![String::new()];
@@ -34,12 +35,22 @@ pub(super) fn summary(
         .to_string()
         .replace("operator.ward.", "operator.<office>.");
     let dispatcher = loopback(ports[&Office::Dispatcher]);
+    let orchestrator = loopback(ports[&Office::Orchestrator]);
+    let orchestrator_token = layout.operator_token(Office::Orchestrator);
+    let orchestrator_token = orchestrator_token.display();
+    let gpus: Vec<&str> = DEV_GPUS.iter().map(|(name, _)| *name).collect();
+    let (swap_to, swap_model) = DEV_GPUS[1];
     let helmloop = loopback(ports[&Office::HelmLoop]);
     let helmloop_token = layout.operator_token(Office::HelmLoop);
     let helmloop_token = helmloop_token.display();
     lines.extend([
         format!(
             "runtime       {runtime}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})"
+        ),
+        format!(
+            "gpu           {} in conflict on one simulated GPU ({} runs); host control {host_control}/units",
+            gpus.join(", "),
+            gpus[0]
         ),
         format!("endpoints     {}", layout.endpoints.display()),
         format!(
@@ -58,6 +69,12 @@ pub(super) fn summary(
         ),
         format!(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {helmloop_token})\" -d \"{{\\\"document\\\": \\\"$(base64 -w0 fixtures/helmloop/records/outcome-contract-v1.json)\\\"}}\" {helmloop} lychd.helmloop.v1.HelmLoop/Digest"
+        ),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" {orchestrator} lychd.orchestrator.v1.Orchestrator/GetTopology"
+        ),
+        format!(
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" -d '{{\"capability_key\": \"{swap_to}:chat:{swap_model}\", \"priority\": 50}}' {orchestrator} lychd.orchestrator.v1.Orchestrator/RequestTransition"
         ),
         String::new(),
         "Ctrl-C stops everything.".into(),
@@ -121,14 +138,26 @@ mod tests {
 
     #[test]
     fn the_summary_states_the_session_lifetime_the_operator_is_given() {
-        let printed = summary(&layout(), &ports(), RUNTIME, OPERATOR_SESSION);
+        let printed = summary(
+            &layout(),
+            &ports(),
+            RUNTIME,
+            "http://127.0.0.1:40009",
+            OPERATOR_SESSION,
+        );
         let expected = format!(
             "(a session per office, {})",
             duration_text(OPERATOR_SESSION)
         );
         assert!(printed.contains(&expected), "{expected} in {printed}");
 
-        let shorter = summary(&layout(), &ports(), RUNTIME, Duration::from_secs(90 * 60));
+        let shorter = summary(
+            &layout(),
+            &ports(),
+            RUNTIME,
+            "http://127.0.0.1:40009",
+            Duration::from_secs(90 * 60),
+        );
         assert!(
             shorter.contains("(a session per office, 1 h 30 min)"),
             "{shorter}"
@@ -139,7 +168,13 @@ mod tests {
     #[test]
     fn the_summary_names_every_address_and_file_the_stack_uses() {
         let layout = layout();
-        let printed = summary(&layout, &ports(), RUNTIME, OPERATOR_SESSION);
+        let printed = summary(
+            &layout,
+            &ports(),
+            RUNTIME,
+            "http://127.0.0.1:40009",
+            OPERATOR_SESSION,
+        );
         for (office, port) in ports() {
             let line = format!(
                 "{:<13} 127.0.0.1:{port}  (log: {})",

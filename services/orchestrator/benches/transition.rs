@@ -1,0 +1,174 @@
+//! End to end over real processes (Ward, Dispatcher, Orchestrator binaries; PostgreSQL from
+//! the test kit; a simulated host in this process): `RequestTransition` answered `NO_OP` (a
+//! fresh `ObserveAnimators` of the target and its neighbours through the Dispatcher, Ward
+//! deciding each call) in a closed loop at concurrency 1, against a gRPC health check of the
+//! Orchestrator in the same run; and the overhead of a `HARD_SWAP` beyond the simulated host's
+//! own stop and start latency (two animators in conflict, swapped back and forth).
+//!
+//! Run: `cargo bench -p lychd-orchestrator --bench transition` after
+//! `cargo build --workspace --bins` (it spawns the binaries). Timings never gate anything.
+
+use std::time::{Duration, Instant};
+
+use lychd_proto::orchestrator::v1 as pb;
+use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
+use lychd_runtime::Office;
+use lychd_testkit::bench::{closed, ms};
+use lychd_testkit::simllama::{SimHost, UnitFaults};
+use lychd_testkit::{Sandbox, channel_with};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+const SECONDS: u64 = 5;
+const SWAPS: usize = 10;
+const START: Duration = Duration::from_millis(200);
+const STOP: Duration = Duration::from_millis(100);
+
+#[tokio::main]
+async fn main() {
+    let host = SimHost::start(&[("a", &["m"][..]), ("b", &["m"][..])], &["b"]).await;
+    let mut registry = String::new();
+    for n in ["a", "b"] {
+        registry.push_str(&format!(
+            "[[office.animators]]\nname = \"{n}\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\nendpoint = \"{}\"\ndedicated = true\n\n",
+            host.endpoint(n).await
+        ));
+    }
+    for n in ["a", "b"] {
+        registry.push_str(&format!(
+            "[[office.capabilities]]\nanimator = \"{n}\"\nfamily = \"chat\"\nmodel_id = \"m\"\n\n"
+        ));
+    }
+    let sandbox = Sandbox::builder()
+        .office(Office::Dispatcher)
+        .office(Office::Orchestrator)
+        .peer(Office::Orchestrator, Office::Dispatcher)
+        .config_text(Office::Dispatcher, format!("[office]\n{registry}"))
+        .config_text(
+            Office::Orchestrator,
+            format!(
+                "[office]\npoll_interval_ms = 5\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n\n{registry}",
+                host.control_endpoint()
+            ),
+        )
+        .start()
+        .await;
+    let mut admin = sandbox.admin();
+    let orchestrator = admin
+        .ensure_office_principal("orchestrator")
+        .await
+        .expect("principal");
+    for (action, purpose) in [
+        ("dispatcher:observe", "observe"),
+        ("dispatcher:admission", "admission"),
+    ] {
+        admin
+            .ensure_assignment(&orchestrator, action, "animator:*", "dispatcher", purpose)
+            .await
+            .expect("grant");
+    }
+    admin
+        .ensure_assignment(
+            &sandbox.operator_id,
+            "orchestrator:transition",
+            "capability:*",
+            "orchestrator",
+            "transition",
+        )
+        .await
+        .expect("grant");
+    let endpoint = sandbox.office(Office::Orchestrator).endpoint();
+    let client = OrchestratorClient::new(channel_with(&endpoint, &sandbox.token));
+    let health = HealthClient::new(
+        tonic::transport::Endpoint::from_shared(endpoint)
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect"),
+    );
+
+    let baseline = closed(1, 200, SECONDS, move || {
+        let mut h = health.clone();
+        async move {
+            h.check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .expect("health");
+        }
+    })
+    .await;
+    let c = client.clone();
+    let no_op = closed(1, 50, SECONDS, move || {
+        let mut c = c.clone();
+        async move {
+            let o = c
+                .request_transition(pb::RequestTransitionRequest {
+                    capability_key: "b:chat:m".into(),
+                    priority: 50,
+                    admission_timeout_s: None,
+                })
+                .await
+                .expect("transition")
+                .into_inner()
+                .outcome
+                .expect("outcome");
+            assert_eq!(o.phase(), pb::TransitionPhase::Completed);
+        }
+    })
+    .await;
+    println!("| case | p50 | p99 | per second | p50 / health |");
+    println!("| --- | --- | --- | --- | --- |");
+    println!(
+        "| gRPC health check | {:.3} ms | {:.3} ms | {:.0} | 1.0 |",
+        ms(baseline.p50),
+        ms(baseline.p99),
+        baseline.per_second
+    );
+    println!(
+        "| RequestTransition NO_OP | {:.3} ms | {:.3} ms | {:.0} | {:.1} |",
+        ms(no_op.p50),
+        ms(no_op.p99),
+        no_op.per_second,
+        no_op.p50.as_secs_f64() / baseline.p50.as_secs_f64()
+    );
+
+    for n in ["a", "b"] {
+        host.set_faults(
+            n,
+            UnitFaults {
+                start_latency: START,
+                stop_latency: STOP,
+                ..UnitFaults::default()
+            },
+        )
+        .await;
+    }
+    let mut overheads = Vec::new();
+    for i in 0..SWAPS {
+        let key = if i % 2 == 0 { "a:chat:m" } else { "b:chat:m" };
+        let t = Instant::now();
+        let o = client
+            .clone()
+            .request_transition(pb::RequestTransitionRequest {
+                capability_key: key.into(),
+                priority: 50,
+                admission_timeout_s: None,
+            })
+            .await
+            .expect("swap")
+            .into_inner()
+            .outcome
+            .expect("outcome");
+        assert_eq!(o.phase(), pb::TransitionPhase::Completed, "{o:?}");
+        overheads.push(t.elapsed().saturating_sub(START + STOP));
+    }
+    overheads.sort();
+    println!(
+        "| HARD_SWAP beyond the host's stop {} ms + start {} ms ({SWAPS} swaps) | {:.1} ms | max {:.1} ms | | |",
+        STOP.as_millis(),
+        START.as_millis(),
+        ms(overheads[SWAPS / 2]),
+        ms(overheads[SWAPS - 1])
+    );
+}

@@ -1,0 +1,128 @@
+//! The host mutation port: `apply(TransitionIntent)` (LychD design rules §23, "Host Mutation
+//! Port and Privilege Boundary"). The intent carries logical animator identities only; the
+//! actuator answers with a typed outcome. Here: the `simulated` actuator, which drives the
+//! simulated host's control API (`lychd_simllama::SimHost`): stop each evictee, then start
+//! each launch target, each call bounded by the transition's deadline. (The `systemd` and
+//! `host-reactor` actuators come behind the same port.)
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::domain::intent::TransitionIntent;
+
+/// What applying an intent did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Every step was accepted by the host (readiness is verified separately).
+    Applied,
+    /// Refused before any effect: nothing on the host changed.
+    NoEffect,
+    /// Something may have changed; what is unknown (a step failed or timed out after the
+    /// first was submitted).
+    Uncertain,
+}
+
+impl Applied {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Applied::Applied => "APPLIED",
+            Applied::NoEffect => "NO_EFFECT",
+            Applied::Uncertain => "UNCERTAIN",
+        }
+    }
+}
+
+/// The one port every actuator implements.
+#[tonic::async_trait]
+pub trait Actuator: Send + Sync + 'static {
+    async fn apply(&self, intent: &TransitionIntent, deadline: Instant) -> Applied;
+}
+
+/// The simulated host's control API at `host:port`.
+pub struct Simulated {
+    authority: String,
+}
+
+impl Simulated {
+    /// `endpoint`: `http://host:port` of the control API.
+    pub fn new(endpoint: &str) -> Result<Simulated, &'static str> {
+        let authority = endpoint
+            .strip_prefix("http://")
+            .ok_or("must be an http:// URL")?
+            .trim_end_matches('/');
+        if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+            return Err("must be http://host:port");
+        }
+        Ok(Simulated {
+            authority: authority.to_owned(),
+        })
+    }
+
+    /// POST `path`: the answer's status; `Err(true)` when not even a connection was made
+    /// (nothing reached the host), `Err(false)` when the call failed or timed out after.
+    async fn post(&self, path: &str, deadline: Instant) -> Result<u16, bool> {
+        let Ok(Ok(stream)) =
+            tokio::time::timeout_at(deadline, TcpStream::connect(&self.authority)).await
+        else {
+            return Err(true);
+        };
+        let call = async {
+            let _ = stream.set_nodelay(true);
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .ok()?;
+            let driver = tokio::spawn(conn);
+            let req = Request::post(path)
+                .header("host", &self.authority)
+                .body(Empty::<Bytes>::new())
+                .ok()?;
+            let res = sender.send_request(req).await.ok()?;
+            let status = res.status().as_u16();
+            let _ = res.into_body().collect().await;
+            driver.abort();
+            Some(status)
+        };
+        tokio::time::timeout_at(deadline, call)
+            .await
+            .ok()
+            .flatten()
+            .ok_or(false)
+    }
+}
+
+#[tonic::async_trait]
+impl Actuator for Simulated {
+    async fn apply(&self, intent: &TransitionIntent, deadline: Instant) -> Applied {
+        let steps = intent
+            .evict
+            .iter()
+            .map(|a| format!("/units/{a}/stop"))
+            .chain(intent.launch.iter().map(|a| format!("/units/{a}/start")));
+        for (i, path) in steps.enumerate() {
+            match self.post(&path, deadline).await {
+                Ok(200) => {}
+                // The host refused the first step outright (not a failure of the step
+                // itself), or was never reached: nothing was submitted.
+                Ok(s) if i == 0 && s != 500 => return Applied::NoEffect,
+                Err(true) if i == 0 => return Applied::NoEffect,
+                _ => return Applied::Uncertain,
+            }
+        }
+        Applied::Applied
+    }
+}
+
+/// No actuator configured: nothing is ever submitted (every hard transition is a verified
+/// no-effect decline).
+pub struct Unconfigured;
+
+#[tonic::async_trait]
+impl Actuator for Unconfigured {
+    async fn apply(&self, _intent: &TransitionIntent, _deadline: Instant) -> Applied {
+        Applied::NoEffect
+    }
+}

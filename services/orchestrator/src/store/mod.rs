@@ -1,0 +1,205 @@
+//! SQL on schema `orchestrator` only: transitions that entered the rite and the durable
+//! containment records. Every statement is one READ COMMITTED statement; the database clock
+//! stamps every row.
+
+use sqlx::{PgPool, Row};
+use time::OffsetDateTime;
+
+use crate::domain::intent::TransitionIntent;
+use crate::domain::plan::Plan;
+
+/// A transition row as recorded before admission closes.
+pub struct NewTransition<'a> {
+    pub id: &'a str,
+    pub priority: u8,
+    pub requested_by: &'a str,
+    pub plan: &'a Plan,
+}
+
+/// Record a transition entering the rite (phase `draining`), before admission is closed.
+pub async fn insert(pool: &PgPool, t: &NewTransition<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO orchestrator.transitions (id, capability_key, priority, requested_by, action, \
+         phase, config_digest, target_animator, evict, launch, expected_active, affected) \
+         VALUES ($1, $2, $3, $4, $5, 'draining', $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(t.id)
+    .bind(&t.plan.capability_key)
+    .bind(i16::from(t.priority))
+    .bind(t.requested_by)
+    .bind(t.plan.action.as_str())
+    .bind(&t.plan.config_digest)
+    .bind(&t.plan.target)
+    .bind(&t.plan.evict)
+    .bind(&t.plan.launch)
+    .bind(&t.plan.expected_active)
+    .bind(t.plan.affected())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_closure(pool: &PgPool, id: &str, token: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE orchestrator.transitions SET closure_token = $2, updated_at = now() WHERE id = $1",
+    )
+    .bind(id)
+    .bind(token)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Move a transition to `phase` (with a detail code).
+pub async fn set_phase(
+    pool: &PgPool,
+    id: &str,
+    phase: &str,
+    detail: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE orchestrator.transitions SET phase = $2, detail = $3, updated_at = now() WHERE id = $1",
+    )
+    .bind(id)
+    .bind(phase)
+    .bind(detail)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Record the transition contained (phase `contained_uncertain`) and its containment, in one
+/// statement.
+pub async fn contain(pool: &PgPool, id: &str, cause: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "WITH t AS (UPDATE orchestrator.transitions SET phase = 'contained_uncertain', detail = $2, \
+         updated_at = now() WHERE id = $1 RETURNING id) \
+         INSERT INTO orchestrator.containments (transition_id, cause) SELECT id, $2 FROM t \
+         ON CONFLICT (transition_id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(cause)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// At start: every transition left in a non-final phase by a process that is gone (killed,
+/// crashed) is contained — admission stays closed and nothing reopens without proof.
+/// Returns how many were contained.
+pub async fn contain_interrupted(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let r = sqlx::query(
+        "WITH t AS (UPDATE orchestrator.transitions SET phase = 'contained_uncertain', \
+         detail = 'INTERRUPTED', updated_at = now() \
+         WHERE phase IN ('draining', 'actuating', 'verifying', 'compensating') RETURNING id) \
+         INSERT INTO orchestrator.containments (transition_id, cause) SELECT id, 'INTERRUPTED' FROM t \
+         ON CONFLICT (transition_id) DO NOTHING",
+    )
+    .execute(pool)
+    .await?;
+    Ok(r.rows_affected())
+}
+
+/// Whether any containment fences transitions now.
+pub async fn fenced(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM orchestrator.containments WHERE recovered_at IS NULL)",
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// A containment with what its transition recorded.
+#[derive(Debug, Clone)]
+pub struct ContainmentRow {
+    pub id: i64,
+    pub transition_id: String,
+    pub cause: String,
+    pub recorded_at: OffsetDateTime,
+    pub recovered_at: Option<OffsetDateTime>,
+    pub capability_key: String,
+    pub target_animator: String,
+    pub evict: Vec<String>,
+    pub launch: Vec<String>,
+    pub expected_active: Vec<String>,
+    pub affected: Vec<String>,
+    pub config_digest: String,
+    pub closure_token: Option<String>,
+}
+
+impl ContainmentRow {
+    /// The forward intent the transition froze (or would have).
+    pub fn forward(&self) -> TransitionIntent {
+        TransitionIntent {
+            id: self.transition_id.clone(),
+            operation: crate::domain::intent::Operation::Forward,
+            config_digest: self.config_digest.clone(),
+            target_animator: self.target_animator.clone(),
+            capability_key: self.capability_key.clone(),
+            evict: self.evict.clone(),
+            launch: self.launch.clone(),
+            expected_active: self.expected_active.clone(),
+        }
+    }
+}
+
+const CONTAINMENT: &str = "SELECT c.id, c.transition_id, c.cause, c.recorded_at, c.recovered_at, \
+     t.capability_key, t.target_animator, t.evict, t.launch, t.expected_active, t.affected, \
+     t.config_digest, t.closure_token \
+     FROM orchestrator.containments c JOIN orchestrator.transitions t ON t.id = c.transition_id";
+
+fn containment(r: &sqlx::postgres::PgRow) -> Result<ContainmentRow, sqlx::Error> {
+    Ok(ContainmentRow {
+        id: r.try_get("id")?,
+        transition_id: r.try_get("transition_id")?,
+        cause: r.try_get("cause")?,
+        recorded_at: r.try_get("recorded_at")?,
+        recovered_at: r.try_get("recovered_at")?,
+        capability_key: r.try_get("capability_key")?,
+        target_animator: r.try_get("target_animator")?,
+        evict: r.try_get("evict")?,
+        launch: r.try_get("launch")?,
+        expected_active: r.try_get("expected_active")?,
+        affected: r.try_get("affected")?,
+        config_digest: r.try_get("config_digest")?,
+        closure_token: r.try_get("closure_token")?,
+    })
+}
+
+/// Containments, newest first (at most 1000).
+pub async fn containments(
+    pool: &PgPool,
+    include_recovered: bool,
+) -> Result<Vec<ContainmentRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "{CONTAINMENT} WHERE $1 OR c.recovered_at IS NULL ORDER BY c.id DESC LIMIT 1000"
+    ))
+    .bind(include_recovered)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(containment).collect()
+}
+
+pub async fn containment_by_id(
+    pool: &PgPool,
+    id: i64,
+) -> Result<Option<ContainmentRow>, sqlx::Error> {
+    let row = sqlx::query(&format!("{CONTAINMENT} WHERE c.id = $1"))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(containment).transpose()
+}
+
+/// Mark a containment recovered (only if it still fences); true when this call did it.
+pub async fn recover(pool: &PgPool, id: i64, by: &str) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query(
+        "UPDATE orchestrator.containments SET recovered_at = now(), recovered_by = $2 \
+         WHERE id = $1 AND recovered_at IS NULL",
+    )
+    .bind(id)
+    .bind(by)
+    .execute(pool)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}

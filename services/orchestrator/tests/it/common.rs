@@ -1,0 +1,237 @@
+//! A sandbox of Ward, Dispatcher and Orchestrator processes sharing one animator registry
+//! (the same `[office]` declarations for both offices), each animator a unit of one
+//! simulated host (`SimHost`) whose control API the Orchestrator's `simulated` actuator
+//! drives; the Orchestrator's service principal holds what `lychd dev` gives it, the
+//! operator what the tests call.
+
+use std::time::Duration;
+
+use lychd_proto::dispatcher::v1 as dpb;
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
+use lychd_proto::orchestrator::v1 as pb;
+use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
+use lychd_runtime::Office;
+use lychd_runtime::client::PeerChannel;
+use lychd_testkit::simllama::SimHost;
+use lychd_testkit::{Sandbox, channel_with};
+use tonic_types::StatusExt;
+
+pub type Client = OrchestratorClient<PeerChannel>;
+
+/// One declared animator of a test registry.
+pub struct Decl {
+    pub name: &'static str,
+    /// Extra TOML lines of its `[[office.animators]]` entry (`dedicated`, `resident`,
+    /// `conflict_domains`, …).
+    pub extra: &'static str,
+    /// Running and WARM at the start, or stopped (connection refused: COLD).
+    pub serving: bool,
+}
+
+pub struct Stack {
+    pub sandbox: Sandbox,
+    /// The operator's session, allowed to read, transition and recover.
+    pub client: Client,
+    /// The operator's session at the Dispatcher (lease, read).
+    pub dispatcher: DispatcherClient<PeerChannel>,
+    pub host: SimHost,
+}
+
+/// The model every test animator serves: `<animator>:chat:m`.
+pub const MODEL: &str = "m";
+
+/// Budgets short enough for tests.
+pub const KNOBS: &str = "planning_timeout_ms = 3000\ndrain_timeout_ms = 3000\nwarmup_timeout_ms = 1500\npoll_interval_ms = 50\nstream_recheck_interval_ms = 500\n";
+
+pub async fn stack(decls: &[Decl]) -> Stack {
+    stack_with(decls, "").await
+}
+
+/// [`stack`] with more Orchestrator `[office]` settings (`knobs`) ahead of [`KNOBS`].
+pub async fn stack_with(decls: &[Decl], knobs: &str) -> Stack {
+    let units: Vec<(&str, &[&str])> = decls.iter().map(|d| (d.name, &[MODEL][..])).collect();
+    let running: Vec<&str> = decls.iter().filter(|d| d.serving).map(|d| d.name).collect();
+    let host = SimHost::start(&units, &running).await;
+    let mut registry = String::new();
+    for d in decls {
+        registry.push_str(&format!(
+            "[[office.animators]]\nname = \"{}\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\nendpoint = \"{}\"\n{}\n",
+            d.name,
+            host.endpoint(d.name).await,
+            d.extra
+        ));
+    }
+    for d in decls {
+        registry.push_str(&format!(
+            "[[office.capabilities]]\nanimator = \"{}\"\nfamily = \"chat\"\nmodel_id = \"{MODEL}\"\n",
+            d.name
+        ));
+    }
+    // Test budgets, unless `knobs` sets them.
+    let defaults: String = KNOBS
+        .lines()
+        .filter(|l| {
+            let key = l.split('=').next().unwrap_or_default().trim();
+            !knobs.lines().any(|k| k.trim_start().starts_with(key))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let orchestrator = format!(
+        "[office]\n{knobs}{defaults}\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n\n{registry}",
+        host.control_endpoint()
+    );
+    let sandbox = Sandbox::builder()
+        .office(Office::Dispatcher)
+        .office(Office::Orchestrator)
+        .peer(Office::Orchestrator, Office::Dispatcher)
+        .config_text(Office::Dispatcher, format!("[office]\n{registry}"))
+        .config_text(Office::Orchestrator, orchestrator)
+        .start()
+        .await;
+    let mut admin = sandbox.admin();
+    let orchestrator = admin
+        .ensure_office_principal("orchestrator")
+        .await
+        .expect("orchestrator principal");
+    for (action, object) in [
+        ("dispatcher:observe", "animator:*"),
+        ("dispatcher:admission", "animator:*"),
+    ] {
+        let purpose = action.split_once(':').expect("action").1;
+        admin
+            .ensure_assignment(&orchestrator, action, object, "dispatcher", purpose)
+            .await
+            .expect("orchestrator grant");
+    }
+    for (action, object, audience) in [
+        ("orchestrator:read", "topology:*", "orchestrator"),
+        ("orchestrator:read", "capability:*", "orchestrator"),
+        ("orchestrator:read", "transition:*", "orchestrator"),
+        ("orchestrator:read", "containment:*", "orchestrator"),
+        ("orchestrator:transition", "capability:*", "orchestrator"),
+        ("orchestrator:recover", "containment:*", "orchestrator"),
+        ("dispatcher:lease", "capability:*", "dispatcher"),
+        ("dispatcher:read", "capability:*", "dispatcher"),
+    ] {
+        let purpose = action.split_once(':').expect("action").1;
+        admin
+            .ensure_assignment(&sandbox.operator_id, action, object, audience, purpose)
+            .await
+            .expect("operator grant");
+    }
+    let client = OrchestratorClient::new(channel_with(
+        &sandbox.office(Office::Orchestrator).endpoint(),
+        &sandbox.token,
+    ));
+    let dispatcher = DispatcherClient::new(channel_with(
+        &sandbox.office(Office::Dispatcher).endpoint(),
+        &sandbox.token,
+    ));
+    Stack {
+        sandbox,
+        client,
+        dispatcher,
+        host,
+    }
+}
+
+impl Stack {
+    /// A fresh client (after the Orchestrator restarted).
+    pub fn reconnect(&mut self) {
+        self.client = OrchestratorClient::new(channel_with(
+            &self.sandbox.office(Office::Orchestrator).endpoint(),
+            &self.sandbox.token,
+        ));
+    }
+
+    pub async fn transition(
+        &self,
+        key: &str,
+        priority: u32,
+        admission_timeout_s: Option<f64>,
+    ) -> Result<pb::TransitionOutcome, tonic::Status> {
+        self.client
+            .clone()
+            .request_transition(pb::RequestTransitionRequest {
+                capability_key: key.into(),
+                priority,
+                admission_timeout_s,
+            })
+            .await
+            .map(|r| r.into_inner().outcome.expect("an outcome"))
+    }
+
+    /// Open closures per animator, from the Dispatcher.
+    pub async fn open_closures(&self, animator: &str) -> u32 {
+        self.dispatcher
+            .clone()
+            .list_capabilities(dpb::ListCapabilitiesRequest {})
+            .await
+            .expect("list")
+            .into_inner()
+            .admission
+            .iter()
+            .find(|a| a.animator == animator)
+            .map(|a| a.open_closures)
+            .expect("declared")
+    }
+
+    pub async fn containments(&self) -> Vec<pb::Containment> {
+        self.client
+            .clone()
+            .list_containments(pb::ListContainmentsRequest {
+                include_recovered: false,
+            })
+            .await
+            .expect("list")
+            .into_inner()
+            .containments
+    }
+
+    /// Watch every phase from now on.
+    pub async fn watch(&self) -> tonic::Streaming<pb::TransitionEvent> {
+        self.client
+            .clone()
+            .watch_transitions(pb::WatchTransitionsRequest {})
+            .await
+            .expect("watch")
+            .into_inner()
+    }
+}
+
+/// The stable reason of a refusal.
+pub fn reason(s: &tonic::Status) -> String {
+    s.get_details_error_info()
+        .map(|i| i.reason)
+        .unwrap_or_default()
+}
+
+/// The next event within 10 s.
+pub async fn next(events: &mut tonic::Streaming<pb::TransitionEvent>) -> pb::TransitionEvent {
+    tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .expect("an event within 10 s")
+        .expect("stream ok")
+        .expect("stream open")
+}
+
+/// a, b, c: dedicated, conflicts omitted (default-exclusive: pairwise in conflict); b runs.
+pub fn three(b_serving: bool) -> Vec<Decl> {
+    vec![
+        Decl {
+            name: "a",
+            extra: "dedicated = true",
+            serving: false,
+        },
+        Decl {
+            name: "b",
+            extra: "dedicated = true",
+            serving: b_serving,
+        },
+        Decl {
+            name: "c",
+            extra: "dedicated = true",
+            serving: false,
+        },
+    ]
+}

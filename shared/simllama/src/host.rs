@@ -1,0 +1,332 @@
+//! A simulated host: animator *units*, each a [`SimLlama`] on its own fixed loopback port
+//! whose readiness follows the unit (stopped: connection refused; started: every declared
+//! model served, WARM; partially started: `/health` 503 "Loading model" forever), and a
+//! control API over HTTP — what the Orchestrator's `simulated` actuator drives, and what
+//! tests use to inject start/stop latency, failure, hang and partial start.
+//!
+//! Control API (JSON):
+//! - `POST /units/{name}/start` — after the start latency: 200 `{"running":true}`; with
+//!   `fail_start` 500 (the unit stays down); with `partial_start` 200 but the runtime never
+//!   becomes ready; with `hang_start` the runtime comes up loading and the call never answers.
+//! - `POST /units/{name}/stop` — after the stop latency: 200 `{"running":false}`; with
+//!   `fail_stop` 500 (the unit keeps running).
+//! - `GET /units` — `{"units":{"<name>":{"running":bool,"ready":bool,"starts":n,"stops":n}}}`.
+//! - `PUT /units/{name}/faults` — body `{"start_latency_ms":…, "stop_latency_ms":…,
+//!   "fail_start":…, "hang_start":…, "partial_start":…, "fail_stop":…}` (omitted: unchanged).
+//!
+//! Unknown units are 404. The API carries logical unit names only (the animator names).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::{SimHealth, SimLlama, SimModel, json};
+
+/// Injected behaviour of one unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitFaults {
+    pub start_latency: Duration,
+    pub stop_latency: Duration,
+    /// Start fails: 500, the unit stays down.
+    pub fail_start: bool,
+    /// Start hangs: the runtime comes up loading and the start call never answers.
+    pub hang_start: bool,
+    /// Start "succeeds" but the runtime never becomes ready (503 forever).
+    pub partial_start: bool,
+    /// Stop fails: 500, the unit keeps running.
+    pub fail_stop: bool,
+}
+
+struct Unit {
+    addr: SocketAddr,
+    models: Vec<String>,
+    sim: Option<SimLlama>,
+    ready: bool,
+    faults: UnitFaults,
+    starts: u64,
+    stops: u64,
+}
+
+impl Unit {
+    async fn up(&mut self, ready: bool) {
+        if self.sim.is_none() {
+            self.sim = Some(SimLlama::start_on(self.addr).await);
+        }
+        let sim = self.sim.as_ref().expect("invariant: just started");
+        sim.set_models(self.models.iter().map(|m| SimModel::served(m)).collect());
+        sim.set_health(if ready {
+            SimHealth::Ok
+        } else {
+            SimHealth::Loading
+        });
+        self.ready = ready;
+    }
+
+    async fn down(&mut self) {
+        if let Some(mut sim) = self.sim.take() {
+            sim.stop().await;
+        }
+        self.ready = false;
+    }
+}
+
+type Units = Arc<BTreeMap<String, Mutex<Unit>>>;
+
+/// A running simulated host. Stops (every unit and the control API) when dropped.
+pub struct SimHost {
+    control: SocketAddr,
+    units: Units,
+    task: Option<JoinHandle<()>>,
+}
+
+impl SimHost {
+    /// Units `(name, models)`, each on its own free loopback port; those in `running` start
+    /// ready, the others are stopped.
+    pub async fn start(units: &[(&str, &[&str])], running: &[&str]) -> SimHost {
+        Self::start_at("127.0.0.1:0".parse().expect("loopback"), units, running).await
+    }
+
+    /// [`SimHost::start`] with the control API on `control`.
+    pub async fn start_at(
+        control: SocketAddr,
+        units: &[(&str, &[&str])],
+        running: &[&str],
+    ) -> SimHost {
+        let mut map = BTreeMap::new();
+        for (name, models) in units {
+            // Reserve a port: bind, note it, release; the unit binds it again when started.
+            let mut probe = SimLlama::start().await;
+            let addr = probe.addr();
+            probe.stop().await;
+            let mut unit = Unit {
+                addr,
+                models: models.iter().map(|m| (*m).to_owned()).collect(),
+                sim: None,
+                ready: false,
+                faults: UnitFaults::default(),
+                starts: 0,
+                stops: 0,
+            };
+            if running.contains(name) {
+                unit.up(true).await;
+            }
+            map.insert((*name).to_owned(), Mutex::new(unit));
+        }
+        let units: Units = Arc::new(map);
+        let listener = TcpListener::bind(control)
+            .await
+            .expect("simulated host control binds");
+        let control = listener.local_addr().expect("bound address");
+        let task = tokio::spawn(serve(listener, units.clone()));
+        SimHost {
+            control,
+            units,
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>` of the control API.
+    pub fn control_endpoint(&self) -> String {
+        format!("http://{}", self.control)
+    }
+
+    /// The llama.cpp endpoint of `unit`.
+    pub async fn endpoint(&self, unit: &str) -> String {
+        format!("http://{}", self.unit(unit).lock().await.addr)
+    }
+
+    fn unit(&self, name: &str) -> &Mutex<Unit> {
+        self.units.get(name).expect("a declared unit")
+    }
+
+    pub async fn set_faults(&self, unit: &str, faults: UnitFaults) {
+        self.unit(unit).lock().await.faults = faults;
+    }
+
+    /// Whether the unit's runtime is listening.
+    pub async fn running(&self, unit: &str) -> bool {
+        self.unit(unit).lock().await.sim.is_some()
+    }
+
+    /// Whether it serves its models (WARM).
+    pub async fn ready(&self, unit: &str) -> bool {
+        self.unit(unit).lock().await.ready
+    }
+
+    /// (starts, stops) asked of the unit so far.
+    pub async fn counts(&self, unit: &str) -> (u64, u64) {
+        let u = self.unit(unit).lock().await;
+        (u.starts, u.stops)
+    }
+
+    /// Set `/health` of a running unit (e.g. 503 loading, or an error status); no effect on a
+    /// stopped one.
+    pub async fn set_health(&self, unit: &str, health: SimHealth) {
+        let mut u = self.unit(unit).lock().await;
+        if let Some(sim) = &u.sim {
+            sim.set_health(health);
+            u.ready = health == SimHealth::Ok;
+        }
+    }
+
+    /// Start or stop a unit directly (as an operator's break-glass action would).
+    pub async fn force(&self, unit: &str, running: bool) {
+        let mut u = self.unit(unit).lock().await;
+        if running {
+            u.up(true).await;
+        } else {
+            u.down().await;
+        }
+    }
+}
+
+impl Drop for SimHost {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+async fn serve(listener: TcpListener, units: Units) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let units = units.clone();
+        conns.spawn(async move {
+            let service = service_fn(move |req| {
+                let units = units.clone();
+                async move { Ok::<_, Infallible>(control(req, &units).await) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+fn state_json(u: &Unit) -> serde_json::Value {
+    serde_json::json!({
+        "running": u.sim.is_some(), "ready": u.ready, "starts": u.starts, "stops": u.stops
+    })
+}
+
+async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    if method == Method::GET && path == "/units" {
+        let mut all = serde_json::Map::new();
+        for (name, u) in units.iter() {
+            all.insert(name.clone(), state_json(&*u.lock().await));
+        }
+        return json(200, serde_json::json!({ "units": all }).to_string());
+    }
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let [prefix, name, verb] = parts.as_slice() else {
+        return json(404, r#"{"error":"not found"}"#.into());
+    };
+    if *prefix != "units" {
+        return json(404, r#"{"error":"not found"}"#.into());
+    }
+    let Some(unit) = units.get(*name) else {
+        return json(404, r#"{"error":"unknown unit"}"#.into());
+    };
+    let unit: &Mutex<Unit> = unit;
+    match (method, *verb) {
+        // A job runs to its end in its own task, as a host's would: a client that hangs up
+        // (or is killed) does not cancel it.
+        (Method::POST, "start") => {
+            let units = units.clone();
+            let name = (*name).to_owned();
+            let job = tokio::spawn(async move {
+                let unit = &units[&name];
+                let faults = {
+                    let mut u = unit.lock().await;
+                    u.starts += 1;
+                    u.faults
+                };
+                tokio::time::sleep(faults.start_latency).await;
+                let mut u = unit.lock().await;
+                if faults.fail_start {
+                    return Some(json(500, r#"{"error":"start failed"}"#.into()));
+                }
+                if faults.hang_start {
+                    u.up(false).await;
+                    return None;
+                }
+                u.up(!faults.partial_start).await;
+                Some(json(200, state_json(&u).to_string()))
+            });
+            match job.await {
+                Ok(Some(answer)) => answer,
+                // A hung start never answers.
+                Ok(None) => std::future::pending().await,
+                Err(_) => json(500, r#"{"error":"job failed"}"#.into()),
+            }
+        }
+        (Method::POST, "stop") => {
+            let units = units.clone();
+            let name = (*name).to_owned();
+            let job = tokio::spawn(async move {
+                let unit = &units[&name];
+                let faults = {
+                    let mut u = unit.lock().await;
+                    u.stops += 1;
+                    u.faults
+                };
+                tokio::time::sleep(faults.stop_latency).await;
+                let mut u = unit.lock().await;
+                if faults.fail_stop {
+                    return json(500, r#"{"error":"stop failed"}"#.into());
+                }
+                u.down().await;
+                json(200, state_json(&u).to_string())
+            });
+            job.await
+                .unwrap_or_else(|_| json(500, r#"{"error":"job failed"}"#.into()))
+        }
+        (Method::PUT, "faults") => {
+            let Ok(body) = req.into_body().collect().await else {
+                return json(400, r#"{"error":"unreadable body"}"#.into());
+            };
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()) else {
+                return json(400, r#"{"error":"body is not JSON"}"#.into());
+            };
+            let mut u = unit.lock().await;
+            let f = &mut u.faults;
+            let ms = |k: &str, d: Duration| {
+                v.get(k)
+                    .and_then(serde_json::Value::as_u64)
+                    .map(Duration::from_millis)
+                    .unwrap_or(d)
+            };
+            let flag =
+                |k: &str, d: bool| v.get(k).and_then(serde_json::Value::as_bool).unwrap_or(d);
+            f.start_latency = ms("start_latency_ms", f.start_latency);
+            f.stop_latency = ms("stop_latency_ms", f.stop_latency);
+            f.fail_start = flag("fail_start", f.fail_start);
+            f.hang_start = flag("hang_start", f.hang_start);
+            f.partial_start = flag("partial_start", f.partial_start);
+            f.fail_stop = flag("fail_stop", f.fail_stop);
+            json(200, state_json(&u).to_string())
+        }
+        _ => json(404, r#"{"error":"not found"}"#.into()),
+    }
+}
