@@ -293,6 +293,43 @@ impl Authorizer {
     }
 }
 
+impl Authorizer {
+    /// Does the caller of `request` hold `action` on `object` (under policy generation
+    /// `expected`, when given)? A denial is an answer here (`None`), not a refusal, and is not
+    /// logged as one; a session that authenticates nobody, or Ward unreachable, is the refusal.
+    pub async fn decision<T>(
+        &self,
+        request: &tonic::Request<T>,
+        action: Action,
+        object: &str,
+        expected: Option<i64>,
+    ) -> Result<Option<Principal>, Status> {
+        let token = bearer(request)?;
+        if !is_session_token(token) {
+            return Err(unknown_session());
+        }
+        let decision = self
+            .verifier
+            .authorize(&Query {
+                token,
+                action: action.name,
+                object,
+                audience: self.audience,
+                purpose: action.verb(),
+                expected_policy_generation: expected,
+            })
+            .await
+            .map_err(AuthError::into_status)?;
+        if decision.allowed {
+            return Ok(decision.principal);
+        }
+        if is_authentication_reason(&decision.reason) {
+            return decision.into_principal(action.name, object).map(Some);
+        }
+        Ok(None)
+    }
+}
+
 impl Decision {
     /// The allowed principal, or the refusal a handler returns: `UNAUTHENTICATED` when the
     /// token authenticates nobody, `PERMISSION_DENIED` otherwise (with Ward's reason).

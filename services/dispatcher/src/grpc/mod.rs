@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_server::{Dispatcher, DispatcherServer};
-use lychd_runtime::auth::{Action, AuthError, Principal, Query};
+use lychd_runtime::auth::{Action, Principal};
 use lychd_runtime::server::ServeContext;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -506,40 +506,11 @@ impl DispatcherService {
         first: Option<&Principal>,
     ) -> Result<bool, Status> {
         Ok(self
-            .decision(request, action, object, first)
-            .await?
-            .is_some())
-    }
-
-    async fn decision<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        object: &str,
-        first: Option<&Principal>,
-    ) -> Result<Option<Principal>, Status> {
-        let token = lychd_runtime::auth::bearer(request)?;
-        let decision = self
             .ctx
             .authorizer
-            .verifier()
-            .authorize(&Query {
-                token,
-                action: action.name,
-                object,
-                audience: self.ctx.office.name(),
-                purpose: action.verb(),
-                expected_policy_generation: first.map(|p| p.policy_generation),
-            })
-            .await
-            .map_err(AuthError::into_status)?;
-        if decision.allowed {
-            return Ok(decision.principal);
-        }
-        if lychd_runtime::auth::is_authentication_reason(&decision.reason) {
-            return decision.into_principal(action.name, object).map(Some);
-        }
-        Ok(None)
+            .decision(request, action, object, first.map(|p| p.policy_generation))
+            .await?
+            .is_some())
     }
 
     /// A reader of leases: `dispatcher:read` on `lease:*`, and whether it may see every
@@ -547,7 +518,9 @@ impl DispatcherService {
     async fn reader<T>(&self, request: &Request<T>) -> Result<(Principal, bool), Status> {
         let (principal, all) = tokio::join!(
             self.ctx.authorize(request, actions::READ, "lease:*"),
-            self.decision(request, actions::READ_ALL, "lease:*", None)
+            self.ctx
+                .authorizer
+                .decision(request, actions::READ_ALL, "lease:*", None)
         );
         Ok((principal?, all?.is_some()))
     }
@@ -563,7 +536,12 @@ impl DispatcherService {
         if animators.is_empty() {
             return self.ctx.authorize(request, action, "animator:*").await;
         }
-        if let Some(principal) = self.decision(request, action, "animator:*", None).await? {
+        if let Some(principal) = self
+            .ctx
+            .authorizer
+            .decision(request, action, "animator:*", None)
+            .await?
+        {
             return Ok(principal);
         }
         let mut principal = None;

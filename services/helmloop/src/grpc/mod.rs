@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use lychd_proto::helmloop::v1 as pb;
 use lychd_proto::helmloop::v1::helm_loop_server::{HelmLoop, HelmLoopServer};
-use lychd_runtime::auth::{Action, AuthError, Principal, Query};
+use lychd_runtime::auth::{Action, Principal};
 use lychd_runtime::server::ServeContext;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -108,6 +108,8 @@ impl HelmLoop for HelmLoopService {
     ) -> Result<Response<pb::GetRecordResponse>, Status> {
         let (record_type, id) = convert::get_record(request.get_ref()).map_err(err)?;
         let all = self
+            .ctx
+            .authorizer
             .decision(&request, actions::READ, ANY_SUBJECT, None)
             .await?;
         let rows = self.service.get_record(&record_type, &id).await;
@@ -225,6 +227,8 @@ impl HelmLoop for HelmLoopService {
     ) -> Result<Response<pb::GetEvaluationResponse>, Status> {
         let digest = convert::input_digest(&request.get_ref().input_digest).map_err(err)?;
         let all = self
+            .ctx
+            .authorizer
             .decision(&request, actions::READ, ANY_SUBJECT, None)
             .await?;
         let found = self.service.get_evaluation(&digest).await;
@@ -342,6 +346,8 @@ impl HelmLoopService {
         for subject in subjects {
             let object = subject_object(subject);
             if self
+                .ctx
+                .authorizer
                 .decision(request, actions::READ, &object, None)
                 .await?
                 .is_none()
@@ -377,7 +383,12 @@ impl HelmLoopService {
         let asked = needed.into_iter().map(|(authority, subjects)| {
             let action = append_action(authority);
             async move {
-                if let Some(p) = self.decision(request, action, ANY_SUBJECT, None).await? {
+                if let Some(p) = self
+                    .ctx
+                    .authorizer
+                    .decision(request, action, ANY_SUBJECT, None)
+                    .await?
+                {
                     return Ok::<_, Status>((p, vec![(action, ANY_SUBJECT.to_owned())]));
                 }
                 let mut principal = None;
@@ -436,39 +447,6 @@ impl HelmLoopService {
                 .map(|_| ())
                 .map_err(|refused| HelmLoopError::Refused(Box::new(refused)))
         }
-    }
-
-    /// Does the caller hold `action` on `object`? A denial is an answer here, not a refusal;
-    /// a session that authenticates nobody, or Ward unreachable, is the refusal.
-    async fn decision<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        object: &str,
-        first: Option<&Principal>,
-    ) -> Result<Option<Principal>, Status> {
-        let token = lychd_runtime::auth::bearer(request)?;
-        let decision = self
-            .ctx
-            .authorizer
-            .verifier()
-            .authorize(&Query {
-                token,
-                action: action.name,
-                object,
-                audience: self.ctx.office.name(),
-                purpose: action.verb(),
-                expected_policy_generation: first.map(|p| p.policy_generation),
-            })
-            .await
-            .map_err(AuthError::into_status)?;
-        if decision.allowed {
-            return Ok(decision.principal);
-        }
-        if lychd_runtime::auth::is_authentication_reason(&decision.reason) {
-            return decision.into_principal(action.name, object).map(Some);
-        }
-        Ok(None)
     }
 }
 

@@ -271,6 +271,10 @@ fn validate(file: &str, r: RuleText) -> Result<Rule, (String, &'static str)> {
         let mut set = BTreeSet::new();
         for v in values {
             set.insert(match v {
+                // Part of the canonical (HL-C14N-1) policy digest.
+                toml::Value::String(s) if !lychd_helmloop::is_nfc(&s) => {
+                    return Err((field, "strings must be in Unicode NFC"));
+                }
                 toml::Value::String(s) => Allowed::String(s),
                 toml::Value::Integer(n) => Allowed::Int(n),
                 toml::Value::Boolean(b) => Allowed::Bool(b),
@@ -284,6 +288,9 @@ fn validate(file: &str, r: RuleText) -> Result<Rule, (String, &'static str)> {
         let field = format!("constraints.path_prefixes.{name}");
         if prefixes.is_empty() || prefixes.len() > LIST_MAX {
             return Err((field, "must list 1..64 prefixes"));
+        }
+        if !prefixes.iter().all(|p| lychd_helmloop::is_nfc(p)) {
+            return Err((field, "prefixes must be in Unicode NFC"));
         }
         if !prefixes.iter().all(|p| is_clean_absolute(p)) {
             return Err((
@@ -523,6 +530,15 @@ path = ["/srv/reports"]
                 "rule[0].max_uses",
             ),
             (format!("{BASE}{BASE}"), "rule[1].slug"),
+            // Not NFC (an `e` and a combining acute accent): not canonical, so not digestible.
+            (
+                BASE.replace("/srv/reports", "/srv/cafe\u{301}"),
+                "rule[0].constraints.path_prefixes.path",
+            ),
+            (
+                BASE.replace("420", "\"cafe\u{301}\""),
+                "rule[0].constraints.arguments.mode",
+            ),
         ];
         for (text, field) in cases {
             let e = one(&text).expect_err(field);

@@ -71,12 +71,15 @@ fn bound_text(v: &mut Violations, field: &str, s: &str, max: usize) -> Option<St
     }
     v.require(
         field,
-        if s.len() <= max && !s.chars().any(char::is_control) {
-            Ok(s.to_owned())
-        } else if s.len() > max {
+        if s.len() > max {
             Err("is too long")
-        } else {
+        } else if s.chars().any(char::is_control) {
             Err("must not hold control characters")
+        } else if !lychd_helmloop::is_nfc(s) {
+            // It is bound into the canonical (HL-C14N-1) binding digest.
+            Err("must be in Unicode NFC")
+        } else {
+            Ok(s.to_owned())
         },
     )
 }

@@ -7,7 +7,6 @@
 //! `expired` (decided at the instant they expired) by [`expire_due`] before any consent is read
 //! or changed, so nobody ever sees a pending consent whose time has passed.
 
-use serde_json::json;
 use sqlx::postgres::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -134,28 +133,11 @@ impl Row {
     }
 }
 
-fn binding_json(b: &Binding) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    let texts = [
-        ("workflow_version", &b.workflow_version),
-        ("action_hash", &b.action_hash),
-        ("artifact_hash", &b.artifact_hash),
-        ("destination_hash", &b.destination_hash),
-        ("visibility", &b.visibility),
-        ("scope", &b.scope),
-        ("actor", &b.actor),
-        ("nonce", &b.nonce),
-        ("rationale", &b.rationale),
-    ];
-    for (k, v) in texts {
-        if let Some(v) = v {
-            m.insert(k.to_owned(), json!(v));
-        }
-    }
-    if let Some(e) = b.expiry {
-        m.insert("expiry".to_owned(), json!(e));
-    }
-    serde_json::Value::Object(m)
+/// The bound fields as stored (`jsonb`): the canonical JSON of the domain's value.
+fn binding_json(b: &Binding) -> String {
+    lychd_helmloop::to_canonical_string(&b.to_value()).unwrap_or_else(|_| {
+        unreachable!("invariant: bound fields are plain strings and an integer")
+    })
 }
 
 /// Settle every pending consent past its TTL as `expired`, decided at the instant it expired.
@@ -204,7 +186,7 @@ pub async fn propose(
             .map(|r| (r.slug.as_str(), r.policy_digest()))
             .unzip()
     };
-    let binding = binding_json(&p.binding).to_string();
+    let binding = binding_json(&p.binding);
     for _ in 0..3 {
         let answer: std::result::Result<Option<Proposed>, sqlx::Error> = sqlx::query_as(&format!(
             "WITH existing AS (

@@ -188,6 +188,8 @@ async fn bad_proposals_are_refused_with_every_field_and_change_nothing() {
     bad.effect_class = 99;
     bad.binding = Some(pb::ConsentBinding {
         rationale: "x".repeat(5000),
+        // Not NFC: it could not be bound into the canonical binding digest.
+        scope: "cafe\u{301}".into(),
         ..Default::default()
     });
     let status = c.proposer.propose_effect(bad).await.expect_err("refused");
@@ -208,6 +210,7 @@ async fn bad_proposals_are_refused_with_every_field_and_change_nothing() {
             "deferred_call_id",
             "arguments_json",
             "effect_class",
+            "binding.scope",
             "binding.rationale"
         ]
     );
