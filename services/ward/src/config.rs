@@ -155,6 +155,22 @@ mod tests {
     }
 
     #[test]
+    fn the_deploy_example_validates() {
+        let file =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/ward.toml");
+        let cfg = OfficeConfig::load(Office::Ward, Some(&file), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = Settings::load(&cfg).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.consent_ttl(EffectClass::Standard), 900);
+        assert_eq!(s.consent_ttl(EffectClass::HostLifecycle), 300);
+        assert_eq!(s.stream_limit, 64);
+        assert_eq!(
+            s.preauth_dir, None,
+            "no rule directory unless one is mounted"
+        );
+    }
+
+    #[test]
     fn defaults_and_overrides_by_class() {
         let s = load("").expect("defaults");
         assert_eq!(s.consent_ttl(EffectClass::Standard), 900);
