@@ -371,6 +371,17 @@ impl Transitions {
             Planned::Plan(p) => p,
         };
         if plan.action == Action::NoOp {
+            // The caller waited in the arbiter: a caller whose authority went meanwhile gets
+            // no outcome but the refusal, NO_OP or not.
+            if (req.recheck)().await.is_err() {
+                return self.finish(
+                    &id,
+                    req,
+                    TransitionPhase::DeclinedNoEffect,
+                    "AUTHORITY_WITHDRAWN",
+                    Some(&plan),
+                );
+            }
             return self.no_op(&id, req, &plan, cohort);
         }
         match store::fenced(&self.pool).await {

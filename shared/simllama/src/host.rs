@@ -52,6 +52,10 @@ pub struct UnitFaults {
 
 struct Unit {
     addr: SocketAddr,
+    /// While the unit is down: its port, bound but not listening. Connections are refused (a
+    /// down runtime), and no other socket of this machine — another test's runtime, say — can
+    /// take the port and answer for the unit.
+    reserved: Option<tokio::net::TcpSocket>,
     models: Vec<String>,
     sim: Option<SimLlama>,
     ready: bool,
@@ -63,6 +67,7 @@ struct Unit {
 impl Unit {
     async fn up(&mut self, ready: bool) {
         if self.sim.is_none() {
+            self.reserved = None;
             self.sim = Some(SimLlama::start_on(self.addr).await);
         }
         let sim = self.sim.as_ref().expect("invariant: just started");
@@ -79,8 +84,20 @@ impl Unit {
         if let Some(mut sim) = self.sim.take() {
             sim.stop().await;
         }
+        if self.reserved.is_none() {
+            self.reserved = Some(reserve(self.addr));
+        }
         self.ready = false;
     }
+}
+
+/// `addr` bound without listening (see [`Unit::reserved`]).
+fn reserve(addr: SocketAddr) -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    // The runtime that just closed may leave connections in TIME_WAIT on the port.
+    socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+    socket.bind(addr).expect("the unit's port is free again");
+    socket
 }
 
 type Units = Arc<BTreeMap<String, Mutex<Unit>>>;
@@ -107,12 +124,12 @@ impl SimHost {
     ) -> SimHost {
         let mut map = BTreeMap::new();
         for (name, models) in units {
-            // Reserve a port: bind, note it, release; the unit binds it again when started.
-            let mut probe = SimLlama::start().await;
-            let addr = probe.addr();
-            probe.stop().await;
+            // A free port, kept bound while the unit is down.
+            let reserved = reserve("127.0.0.1:0".parse().expect("loopback"));
+            let addr = reserved.local_addr().expect("bound address");
             let mut unit = Unit {
                 addr,
+                reserved: Some(reserved),
                 models: models.iter().map(|m| (*m).to_owned()).collect(),
                 sim: None,
                 ready: false,
