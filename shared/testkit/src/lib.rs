@@ -34,7 +34,7 @@ pub use pg::{
 pub use process::{
     OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
 };
-pub use spawn::{Spawned, channel_with, spawn_office, spawn_office_with};
+pub use spawn::{Spawned, channel_with, spawn_office, spawn_office_with, unassign};
 
 /// A random bearer credential for one test stack.
 pub fn random_token() -> String {

@@ -109,6 +109,35 @@ impl Spawned {
     }
 }
 
+/// Withdraw `principal_id`'s live assignment of `action` on `object`, with `warden` (a Ward
+/// client whose session may administer).
+pub async fn unassign(
+    warden: &mut lychd_proto::ward::v1::ward_client::WardClient<PeerChannel>,
+    principal_id: &str,
+    action: &str,
+    object: &str,
+) {
+    let assignments = warden
+        .list_assignments(lychd_proto::ward::v1::ListAssignmentsRequest {
+            principal_id: principal_id.to_owned(),
+            page: None,
+        })
+        .await
+        .expect("list assignments")
+        .into_inner()
+        .assignments;
+    let a = assignments
+        .iter()
+        .find(|a| a.action == action && a.object == object)
+        .expect("the assignment");
+    warden
+        .unassign(lychd_proto::ward::v1::UnassignRequest {
+            assignment_id: a.id.clone(),
+        })
+        .await
+        .expect("unassign");
+}
+
 /// A channel to `endpoint` presenting `token` as the bearer.
 pub fn channel_with(endpoint: &str, token: &str) -> PeerChannel {
     let outgoing = Outgoing::new(Some(SessionSource::fixed(SecretString::from(

@@ -251,28 +251,7 @@ pub async fn revoke_session(warden: &mut Ward, token: &str) {
         .expect("revoke session");
 }
 
-/// Withdraw `principal_id`'s assignment of `action` on `object`.
-pub async fn unassign(warden: &mut Ward, principal_id: &str, action: &str, object: &str) {
-    let assignments = warden
-        .list_assignments(lychd_proto::ward::v1::ListAssignmentsRequest {
-            principal_id: principal_id.to_owned(),
-            page: None,
-        })
-        .await
-        .expect("list assignments")
-        .into_inner()
-        .assignments;
-    let a = assignments
-        .iter()
-        .find(|a| a.action == action && a.object == object)
-        .expect("the assignment");
-    warden
-        .unassign(lychd_proto::ward::v1::UnassignRequest {
-            assignment_id: a.id.clone(),
-        })
-        .await
-        .expect("unassign");
-}
+pub use lychd_testkit::unassign;
 
 pub async fn lease(c: &mut Client, demand: pb::Demand) -> Outcome {
     lease_req(c, request(demand)).await

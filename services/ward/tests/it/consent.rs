@@ -589,25 +589,7 @@ async fn a_watch_ends_when_its_authority_goes_and_open_watches_are_limited() {
     // The approver's review right is withdrawn: the open stream ends with the refusal.
     let mut admin = WardClient::new(c.s.channel());
     c.s.allow("ward:administer", "principal:*").await;
-    let assignments = admin
-        .list_assignments(pb::ListAssignmentsRequest {
-            principal_id: c.approver_id.clone(),
-            page: None,
-        })
-        .await
-        .expect("assignments")
-        .into_inner()
-        .assignments;
-    let review = assignments
-        .iter()
-        .find(|a| a.action == "ward:review")
-        .expect("review assignment");
-    admin
-        .unassign(pb::UnassignRequest {
-            assignment_id: review.id.clone(),
-        })
-        .await
-        .expect("unassign");
+    lychd_testkit::unassign(&mut admin, &c.approver_id, "ward:review", "consent:*").await;
     let ended = loop {
         match next_change(&mut stream).await {
             Ok(_) => continue,
