@@ -43,11 +43,13 @@ INSERT INTO archive.note_revisions (id, namespace, source_key, source_revision, 
         chars, producer, classification, observed_at)
     SELECT id, ns, key, '1', sha256(convert_to(body, 'UTF8')), length(body), 'bench', 'public', now()
     FROM gen;
-INSERT INTO archive.note_texts (revision_id, namespace, body, search)
-    SELECT id, ns, body, to_tsvector('simple', body) FROM gen;
+INSERT INTO archive.note_texts (revision_id, namespace, body) SELECT id, ns, body FROM gen;
 INSERT INTO archive.lifecycle (revision_id, namespace, source_key, state, version)
     SELECT id, ns, key, 'promoted', 2 FROM gen;
+INSERT INTO archive.recall_index (revision_id, namespace, search)
+    SELECT id, ns, to_tsvector('simple', body) FROM gen;
 ANALYZE archive.note_texts;
+ANALYZE archive.recall_index;
 ANALYZE archive.lifecycle;
 ANALYZE archive.note_revisions;
 ";

@@ -144,8 +144,8 @@ pub struct NewNote<'a> {
 }
 
 /// Store a candidate revision bound to its intake request: its source (once), the immutable
-/// revision, its text and search data (`simple` configuration), its lifecycle at version 1 and
-/// the replay binding of `request_id`. One statement; answers the stored note.
+/// revision, its text, its lifecycle at version 1 and the replay binding of `request_id`. One
+/// statement; answers the stored note. (A candidate has no search data: promotion indexes it.)
 pub async fn insert(
     conn: &mut PgConnection,
     n: &NewNote<'_>,
@@ -162,8 +162,8 @@ pub async fn insert(
              VALUES ($1, $2, $3, $4, $6, $7, $8, $9, $10)
              RETURNING id, created_at
          ), t AS (
-             INSERT INTO archive.note_texts (revision_id, namespace, body, search)
-             SELECT id, $2, $5, to_tsvector('simple', $5) FROM r
+             INSERT INTO archive.note_texts (revision_id, namespace, body)
+             SELECT id, $2, $5 FROM r
          ), l AS (
              INSERT INTO archive.lifecycle (revision_id, namespace, source_key, state, version)
              SELECT id, $2, $3, 'candidate', 1 FROM r
@@ -249,7 +249,9 @@ pub async fn lock_promoted_of_source(
 }
 
 /// Move a revision's lifecycle, compare-and-set on its version (the namespace lock makes the
-/// comparison exact; the guard keeps it so). False when the version was not `from_version`.
+/// comparison exact; the guard keeps it so), and keep the recall index equal to the promoted
+/// set in the same statement: entering `promoted` indexes the text (`simple` configuration),
+/// leaving it drops the entry. False when the version was not `from_version` (nothing changed).
 pub async fn set_state(
     conn: &mut PgConnection,
     id: Uuid,
@@ -257,22 +259,34 @@ pub async fn set_state(
     state: &str,
     superseded_by: Option<Uuid>,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "UPDATE archive.lifecycle
-         SET state = $3, version = version + 1, superseded_by = $4, changed_at = now()
-         WHERE revision_id = $1 AND version = $2",
+    let moved: Option<i32> = sqlx::query_scalar(
+        "WITH u AS (
+             UPDATE archive.lifecycle
+             SET state = $3, version = version + 1, superseded_by = $4, changed_at = now()
+             WHERE revision_id = $1 AND version = $2
+             RETURNING revision_id, namespace, state
+         ), dropped AS (
+             DELETE FROM archive.recall_index i USING u
+             WHERE i.revision_id = u.revision_id AND u.state <> 'promoted'
+         ), indexed AS (
+             INSERT INTO archive.recall_index (revision_id, namespace, search)
+             SELECT u.revision_id, u.namespace, to_tsvector('simple', t.body)
+             FROM u JOIN archive.note_texts t ON t.revision_id = u.revision_id
+             WHERE u.state = 'promoted'
+         )
+         SELECT 1 FROM u",
     )
     .bind(id)
     .bind(from_version)
     .bind(state)
     .bind(superseded_by)
-    .execute(conn)
+    .fetch_optional(conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(moved.is_some())
 }
 
-/// Revocation: delete the controlled text and its search data (the revision row, with source
-/// identity and digest, stays as the tombstone).
+/// Revocation: delete the controlled text (its search data left with the move to `revoked`;
+/// the revision row, with source identity and digest, stays as the tombstone).
 pub async fn clear_text(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM archive.note_texts WHERE revision_id = $1")
         .bind(id)

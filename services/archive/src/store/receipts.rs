@@ -85,18 +85,19 @@ pub struct Hit {
     pub score: f32,
 }
 
-/// The lexical recall: the namespace and the promoted state filter first, then `simple`
-/// text-search matching, ranked by `ts_rank` with the revision id as the stable tie break;
-/// at most `limit` hits.
+/// The lexical recall's ranking, run on the recall index (exactly the promoted revisions) of
+/// one namespace: `simple` text-search matching, ranked by `ts_rank` with the revision id as
+/// the stable tie break; at most `$3` revision ids with their scores.
 pub const SEARCH_SQL: &str = "\
-    SELECT t.revision_id, t.body, ts_rank(t.search, q.q) AS score
-    FROM archive.note_texts t
-    JOIN archive.lifecycle l ON l.revision_id = t.revision_id
+    SELECT i.revision_id, ts_rank(i.search, q.q) AS score
+    FROM archive.recall_index i
     CROSS JOIN (SELECT plainto_tsquery('simple', $2) AS q) q
-    WHERE t.namespace = $1 AND l.namespace = $1 AND l.state = 'promoted' AND t.search @@ q.q
-    ORDER BY score DESC, t.revision_id ASC
+    WHERE i.namespace = $1 AND i.search @@ q.q
+    ORDER BY score DESC, i.revision_id ASC
     LIMIT $3";
 
+/// The ranked hits of [`SEARCH_SQL`] with their metadata and text. The join re-checks the
+/// promoted state, so an index entry could only ever drop a hit, never add an ineligible one.
 pub async fn search(
     conn: &mut PgConnection,
     namespace: &str,
@@ -105,10 +106,11 @@ pub async fn search(
 ) -> Result<Vec<Hit>, sqlx::Error> {
     sqlx::query_as(&format!(
         "WITH hits AS ({SEARCH_SQL})
-         SELECT {NOTE_COLUMNS}, h.body, h.score
+         SELECT {NOTE_COLUMNS}, t.body, h.score
          FROM hits h
          JOIN archive.note_revisions r ON r.id = h.revision_id
-         JOIN archive.lifecycle l ON l.revision_id = h.revision_id
+         JOIN archive.lifecycle l ON l.revision_id = h.revision_id AND l.state = 'promoted'
+         JOIN archive.note_texts t ON t.revision_id = h.revision_id
          ORDER BY h.score DESC, h.revision_id ASC"
     ))
     .bind(namespace)

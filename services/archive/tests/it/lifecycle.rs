@@ -93,18 +93,25 @@ async fn revocation_clears_text_and_search_data_and_keeps_the_tombstone() {
     let n = promoted(&mut s.client, "notes", "doc://a", "1", "amber lantern").await;
     revoke(&mut s.client, &n).await;
     let mut db = s.db().await;
-    let texts: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM archive.note_texts WHERE revision_id = $1")
-            .bind(uuid::Uuid::parse_str(&n.revision_id).expect("uuid"))
-            .fetch_one(&mut db)
-            .await
-            .expect("count");
-    assert_eq!(texts, 0, "text and search vector are gone");
+    let id = uuid::Uuid::parse_str(&n.revision_id).expect("uuid");
+    for (table, what) in [
+        ("archive.note_texts", "the text is gone"),
+        ("archive.recall_index", "the search vector is gone"),
+    ] {
+        let held: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE revision_id = $1"
+        ))
+        .bind(id)
+        .fetch_one(&mut db)
+        .await
+        .expect("count");
+        assert_eq!(held, 0, "{what}");
+    }
     let row = sqlx::query(
         "SELECT source_key, source_revision, encode(content_digest, 'hex') AS d
          FROM archive.note_revisions WHERE id = $1",
     )
-    .bind(uuid::Uuid::parse_str(&n.revision_id).expect("uuid"))
+    .bind(id)
     .fetch_one(&mut db)
     .await
     .expect("tombstone");
