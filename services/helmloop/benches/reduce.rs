@@ -16,7 +16,7 @@ use lychd_helmloop::conformance::Case;
 use lychd_helmloop::{Value, record_digest, to_canonical_vec};
 use lychd_proto::helmloop::v1 as pb;
 use lychd_proto::helmloop::v1::helm_loop_client::HelmLoopClient;
-use lychd_testkit::bench::{Stats, closed, ms};
+use lychd_testkit::bench::{Cpu, Stats, closed, ms};
 use lychd_testkit::spawn_office;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -153,6 +153,7 @@ async fn main() {
         SECONDS,
     );
 
+    let before = Cpu::now();
     let reduce = {
         let input = input.clone();
         let c = client.clone();
@@ -176,6 +177,7 @@ async fn main() {
         })
         .await
     };
+    let reduce_cpu = before.per_call_since(reduce.calls);
 
     let next = Arc::new(AtomicU64::new(0));
     let fresh = {
@@ -224,6 +226,11 @@ async fn main() {
         reduce.per_second / one_core,
         reduce.per_second / all_cores,
         reduce.per_second / health.per_second
+    );
+    println!(
+        "  CPU per Reduce: {:.0} µs in this process (client, office, Ward) + {:.0} µs PostgreSQL",
+        reduce_cpu.process.as_secs_f64() * 1e6,
+        reduce_cpu.database.as_secs_f64() * 1e6
     );
     println!("{}", line("AppendRecords 14 fresh records (c=16)", fresh));
     println!(
