@@ -143,6 +143,12 @@ pub async fn deliver_once(
 ) -> Result<usize> {
     let pending = promotions::undelivered(pool, BATCH).await?;
     let n = pending.len();
+    if n == 0 {
+        return Ok(0);
+    }
+    // Counted before anything is sent: a record with an earlier attempt may have arrived.
+    let seqs: Vec<i64> = pending.iter().map(|r| r.seq).collect();
+    promotions::attempted(pool, &seqs).await?;
     let mut send: Vec<OutboxRecord> = Vec::with_capacity(n);
     for r in pending {
         if r.attempts > 0 && stored_already(&mut client, &r).await? {
@@ -155,8 +161,6 @@ pub async fn deliver_once(
     if send.is_empty() {
         return Ok(n);
     }
-    let seqs: Vec<i64> = send.iter().map(|r| r.seq).collect();
-    promotions::attempted(pool, &seqs).await?;
     let answer = client
         .append_records(hl::AppendRecordsRequest {
             records: send.iter().map(|r| r.body.clone().into_bytes()).collect(),
