@@ -1034,3 +1034,63 @@ async fn without_a_helmloop_peer_promotions_are_refused_as_not_configured() {
     assert_eq!(reason(&refused), "HELMLOOP_NOT_CONFIGURED");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn concurrent_contradictory_owner_verdicts_settle_once_and_issue_at_most_once() {
+    let mut stack = Stack::new().await;
+    let mut cast = cast(&mut stack).await;
+    let b = bundle(now_ms());
+    append(&mut stack.helmloop_client(), &b.records).await;
+    let consent = cast
+        .proposer
+        .propose_promotion(request(&b, "run-promote-7"))
+        .await
+        .expect("propose")
+        .into_inner()
+        .consent
+        .expect("consent");
+    let verdicts = (0..32).map(|i| {
+        let mut owner = cast.owner.clone();
+        let consent = consent.clone();
+        tokio::spawn(async move {
+            owner
+                .decide(pb::DecideRequest {
+                    consent_id: consent.consent_id.clone(),
+                    verdict: if i % 2 == 0 {
+                        pb::Verdict::Approve
+                    } else {
+                        pb::Verdict::Deny
+                    } as i32,
+                    review_digest: consent.binding_digest.clone(),
+                })
+                .await
+                .expect("decide")
+                .into_inner()
+        })
+    });
+    let answers: Vec<pb::DecideResponse> = futures::future::join_all(verdicts)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    assert_eq!(
+        answers.iter().filter(|a| a.changed).count(),
+        1,
+        "one verdict"
+    );
+    let states: std::collections::BTreeSet<i32> = answers
+        .iter()
+        .map(|a| a.consent.as_ref().expect("consent").state)
+        .collect();
+    assert_eq!(states.len(), 1, "every caller sees the settled verdict");
+    let granted = states.contains(&(pb::ConsentState::Granted as i32));
+    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox")
+        .fetch_one(&stack.ward_pool)
+        .await
+        .expect("count");
+    assert_eq!(outbox, if granted { 4 } else { 0 });
+    if granted {
+        delivered(&mut cast.reviewer, &consent.consent_id).await;
+    }
+    stack.stop().await;
+}
