@@ -83,7 +83,8 @@ fn ward_channel(endpoint: &str) -> tonic::transport::Channel {
 struct Stack {
     db: TestDb,
     ward_pool: PgPool,
-    ward: InProcess,
+    ward: Option<InProcess>,
+    ward_ctx: ServeContext,
     helmloop: Option<InProcess>,
     helmloop_ctx: ServeContext,
     admin: WardAdmin,
@@ -149,7 +150,7 @@ impl Stack {
             lychd_ward::local_verifier(ward_pool.clone()),
             Outgoing::new(Some(ward_session.clone())),
         );
-        let ward = InProcess::start(ward_ctx, spec.start)
+        let ward = InProcess::start(ward_ctx.clone(), spec.start)
             .await
             .expect("ward starts");
         assert!(
@@ -229,7 +230,8 @@ impl Stack {
         let mut stack = Stack {
             db,
             ward_pool,
-            ward,
+            ward: Some(ward),
+            ward_ctx,
             helmloop: None,
             helmloop_ctx,
             admin,
@@ -257,7 +259,18 @@ impl Stack {
     }
 
     fn ward_endpoint(&self) -> String {
-        self.ward.endpoint()
+        format!("http://{}", self.ward_ctx.config.server.listen)
+    }
+
+    /// Stop Ward and start it again on its port, over the same database.
+    async fn restart_ward(&mut self) {
+        if let Some(w) = self.ward.take() {
+            w.stop().await.expect("ward stops");
+        }
+        let started = InProcess::start(self.ward_ctx.clone(), lychd_ward::spec().start)
+            .await
+            .expect("ward starts again");
+        self.ward = Some(started);
     }
 
     fn helmloop_endpoint(&self) -> String {
@@ -303,7 +316,9 @@ impl Stack {
 
     async fn stop(mut self) {
         self.stop_helmloop().await;
-        self.ward.stop().await.expect("ward stops");
+        if let Some(w) = self.ward.take() {
+            w.stop().await.expect("ward stops");
+        }
         drop(self.db);
     }
 }
@@ -1092,5 +1107,45 @@ async fn concurrent_contradictory_owner_verdicts_settle_once_and_issue_at_most_o
     if granted {
         delivered(&mut cast.reviewer, &consent.consent_id).await;
     }
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_approval_issued_while_helmloop_is_down_survives_a_ward_restart_and_is_delivered() {
+    let mut stack = Stack::new().await;
+    let mut cast = cast(&mut stack).await;
+    let b = bundle(now_ms());
+    append(&mut stack.helmloop_client(), &b.records).await;
+    let consent = cast
+        .proposer
+        .propose_promotion(request(&b, "run-promote-8"))
+        .await
+        .expect("propose")
+        .into_inner()
+        .consent
+        .expect("consent");
+    stack.stop_helmloop().await;
+    approve(&mut cast.owner, &consent).await.expect("approve");
+    let p = promotion_of(&mut cast.reviewer, &consent.consent_id).await;
+    assert_eq!(p.records.len(), 4, "issued with the verdict");
+    assert!(p.records.iter().all(|r| r.delivered_at.is_none()));
+
+    // The outbox is Ward's own table: a restart loses nothing and delivery resumes.
+    stack.restart_ward().await;
+    stack.start_helmloop().await;
+    let p = delivered(&mut cast.reviewer, &consent.consent_id).await;
+    assert!(
+        p.records.iter().all(|r| r.delivery == "stored"),
+        "{:?}",
+        p.records
+    );
+    let summary = reduce_stored(&stack, &b).await;
+    assert_eq!(
+        summary.disposition,
+        hl::Disposition::Pass as i32,
+        "reject {:?} hold {:?}",
+        summary.reject_codes,
+        summary.hold_codes
+    );
     stack.stop().await;
 }
