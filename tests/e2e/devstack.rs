@@ -122,6 +122,7 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &tokens[&Office::Ward],
     );
     operator_walks_the_archive_as_documented(&endpoints["archive"], &tokens[&Office::Archive]);
+    an_owner_approves_a_promotion_and_ward_delivers_its_records_with_grpcurl(&endpoints, &tokens);
     operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(
         &endpoints["orchestrator"],
         &tokens[&Office::Orchestrator],
@@ -483,6 +484,172 @@ fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(ward: &str, t
     assert_eq!(granted["consent"]["consentId"], consent["consentId"]);
     let _ = watcher.kill();
     let _ = watcher.wait();
+}
+
+/// The promotion walk of docs/consent.md: the operator appends a contract at HelmLoop, enrolls
+/// its accountable owner and a runner; the runner proposes the promotion, the operator (not
+/// the owner) is refused, the owner approves, and Ward delivers the four issued records to
+/// HelmLoop with its own session.
+fn an_owner_approves_a_promotion_and_ward_delivers_its_records_with_grpcurl(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
+    let ward = &endpoints["ward"];
+    let helmloop = &endpoints["helmloop"];
+    let operator = format!("authorization: Bearer {}", tokens[&Office::Ward]);
+    let operator_helmloop = format!("authorization: Bearer {}", tokens[&Office::HelmLoop]);
+    let call = |addr: &str, bearer: &str, method: &str, body: &str| -> std::process::Output {
+        grpcurl(&["-plaintext", "-H", bearer, "-d", body, addr, method])
+    };
+    let ok = |out: std::process::Output, method: &str| -> serde_json::Value {
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let fixture = |name: &str| -> serde_json::Value {
+        let path = root.join(format!("fixtures/helmloop/records/{name}.json"));
+        serde_json::from_slice(&std::fs::read(path).expect("fixture")).expect("json")
+    };
+    let contract_file = root.join("fixtures/helmloop/records/outcome-contract-v1.json");
+    let encoded = std::process::Command::new("base64")
+        .arg("-w0")
+        .arg(&contract_file)
+        .output()
+        .expect("base64");
+    let appended = ok(
+        call(
+            helmloop,
+            &operator_helmloop,
+            "lychd.helmloop.v1.HelmLoop/AppendRecords",
+            &format!(r#"{{"records": ["{}"]}}"#, text(&encoded.stdout).trim()),
+        ),
+        "AppendRecords",
+    );
+    assert_eq!(appended["results"][0]["outcome"], "APPEND_OUTCOME_STORED");
+
+    let ward_call = |bearer: &str, method: &str, body: &str| {
+        ok(
+            call(ward, bearer, &format!("lychd.ward.v1.Ward/{method}"), body),
+            method,
+        )
+    };
+    let enrol = |kind: &str, name: &str, action: &str, object: &str| -> String {
+        let enrolled = ward_call(
+            &operator,
+            "EnrollPrincipal",
+            &format!(r#"{{"kind": "{kind}", "name": "{name}"}}"#),
+        );
+        let id = enrolled["principal"]["id"].as_str().expect("id").to_owned();
+        let purpose = action.split_once(':').expect("action").1;
+        ward_call(
+            &operator,
+            "Assign",
+            &format!(
+                r#"{{"principal_id": "{id}", "action": "{action}", "object": "{object}", "audience": "ward", "purpose": "{purpose}"}}"#
+            ),
+        );
+        let issued = ward_call(
+            &operator,
+            "IssueCredential",
+            &format!(r#"{{"principal_id": "{id}", "kind": "CREDENTIAL_KIND_STANDING"}}"#),
+        );
+        let credential = issued["credential"].as_str().expect("credential");
+        let session = ward_call(
+            &format!("authorization: Bearer {credential}"),
+            "ExchangeCredential",
+            r#"{"audiences": ["ward"]}"#,
+        );
+        format!(
+            "authorization: Bearer {}",
+            session["sessionToken"].as_str().expect("session")
+        )
+    };
+    let owner = enrol(
+        "PRINCIPAL_KIND_HUMAN",
+        "owner-alice",
+        "ward:approve",
+        "effect:helmloop",
+    );
+    let runner = enrol(
+        "PRINCIPAL_KIND_SERVICE",
+        "runner-promote-e2e",
+        "ward:propose",
+        "effect:helmloop",
+    );
+
+    let contract = fixture("outcome-contract-v1");
+    let assurance = fixture("assurance-decision-v1");
+    let evidence = fixture("evidence-record-v1");
+    let r = |v: &serde_json::Value| serde_json::json!({"id": v["id"], "digest": v["digest"]});
+    let body = serde_json::json!({
+        "run_id": "e2e-promote",
+        "contract": r(&contract),
+        "target_revision": contract["revision"],
+        "assurance": r(&assurance),
+        "evidence": [r(&evidence)],
+        "grantee_id": "release-host",
+        "scope": ["release/payments"],
+        "not_after": "2099-01-31T00:00:00Z",
+    });
+    let proposed = ward_call(&runner, "ProposePromotion", &body.to_string());
+    let consent = &proposed["consent"];
+    assert_eq!(consent["state"], "CONSENT_STATE_PENDING", "{proposed}");
+    assert_eq!(proposed["promotion"]["ownerName"], "owner-alice");
+    let decide = format!(
+        r#"{{"consent_id": "{}", "verdict": "VERDICT_APPROVE", "review_digest": "{}"}}"#,
+        consent["consentId"].as_str().expect("id"),
+        consent["bindingDigest"].as_str().expect("digest")
+    );
+    let refused = call(ward, &operator, "lychd.ward.v1.Ward/Decide", &decide);
+    assert!(!refused.status.success(), "the operator is not the owner");
+    assert!(
+        text(&refused.stderr).contains("PermissionDenied"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let decided = ward_call(&owner, "Decide", &decide);
+    assert_eq!(decided["changed"], true, "{decided}");
+
+    let get = format!(
+        r#"{{"consent_id": "{}"}}"#,
+        consent["consentId"].as_str().expect("id")
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let p = ward_call(&operator, "GetPromotion", &get);
+        let records = p["promotion"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if records.len() == 4 && records.iter().all(|r| r["delivery"] == "stored") {
+            break records;
+        }
+        assert!(Instant::now() < deadline, "not delivered within 20 s: {p}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let decision = records
+        .iter()
+        .find(|r| r["recordType"] == "PromotionDecisionV1")
+        .expect("decision");
+    let stored = ok(
+        call(
+            helmloop,
+            &operator_helmloop,
+            "lychd.helmloop.v1.HelmLoop/GetRecord",
+            &format!(
+                r#"{{"record_type": "PromotionDecisionV1", "id": "{}"}}"#,
+                decision["id"].as_str().expect("id")
+            ),
+        ),
+        "GetRecord",
+    );
+    assert_eq!(stored["records"][0]["digest"], decision["digest"]);
+    assert_eq!(stored["records"].as_array().map(Vec::len), Some(1));
 }
 
 /// The Archive walk of `docs/archive.md` (intake → promote → recall → revoke → resolve), run

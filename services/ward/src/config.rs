@@ -27,6 +27,9 @@ struct Section {
     /// Directory of standing preauthorization rule files (`*.toml`), loaded at start as one
     /// set; unset: no standing rule (every consent needs a live verdict).
     preauth_dir: Option<PathBuf>,
+    /// How often undelivered promotion records are sent to the HelmLoop office again, in
+    /// milliseconds (an approval also sends at once).
+    promotion_retry_interval_ms: u64,
 }
 
 impl Default for Section {
@@ -37,6 +40,7 @@ impl Default for Section {
             stream_limit: 64,
             stream_recheck_interval_ms: 2000,
             preauth_dir: None,
+            promotion_retry_interval_ms: 1000,
         }
     }
 }
@@ -49,6 +53,7 @@ pub struct Settings {
     pub stream_limit: usize,
     pub stream_recheck_interval: Duration,
     pub preauth_dir: Option<PathBuf>,
+    pub promotion_retry_interval: Duration,
 }
 
 impl Settings {
@@ -89,12 +94,19 @@ impl Settings {
                 "must be 100..=60000 milliseconds",
             ));
         }
+        if !(50..=600_000).contains(&section.promotion_retry_interval_ms) {
+            return Err(invalid(
+                "office.promotion_retry_interval_ms".into(),
+                "must be 50..=600000 milliseconds",
+            ));
+        }
         Ok(Settings {
             ttl_default: section.consent_ttl_seconds,
             ttl_by_class,
             stream_limit: section.stream_limit,
             stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
             preauth_dir: section.preauth_dir,
+            promotion_retry_interval: Duration::from_millis(section.promotion_retry_interval_ms),
         })
     }
 
@@ -197,6 +209,10 @@ mod tests {
             (
                 "stream_recheck_interval_ms = 5",
                 "office.stream_recheck_interval_ms",
+            ),
+            (
+                "promotion_retry_interval_ms = 0",
+                "office.promotion_retry_interval_ms",
             ),
         ] {
             match load(text) {

@@ -7,6 +7,7 @@ use tonic::Status;
 
 use crate::domain::consent::ConsentRefusal;
 use crate::domain::decision::ExchangeRefusal;
+use crate::domain::promotion::PromotionRefusal;
 use crate::domain::secret::NoRandomness;
 
 /// Ward's refusal reasons (the common ones belong to every office); listed in
@@ -77,6 +78,22 @@ pub mod reasons {
         NOT_THE_PROPOSER = PermissionDenied;
         /// the proposal was withdrawn or superseded already: it cannot be closed again or succeed another
         PROPOSAL_CLOSED = FailedPrecondition;
+        /// the consent judges no promotion
+        PROMOTION_NOT_FOUND = NotFound;
+        /// only the contract's accountable owner may settle a promotion
+        NOT_THE_OWNER = PermissionDenied;
+        /// this Ward has no HelmLoop office configured (`peers.helmloop`) or no session of its own: promotions are refused
+        HELMLOOP_NOT_CONFIGURED = FailedPrecondition;
+        /// the HelmLoop office did not answer: try again
+        HELMLOOP_UNAVAILABLE = Unavailable;
+        /// the HelmLoop office holds no `OutcomeContractV1` with this id and digest
+        CONTRACT_NOT_FOUND = FailedPrecondition;
+        /// the contract cannot carry a promotion: it is not active, its identity equivocates, or its owner is not its subject's owner
+        CONTRACT_UNUSABLE = FailedPrecondition;
+        /// no live human Ward principal is named as the contract's accountable owner
+        OWNER_NOT_ENROLLED = FailedPrecondition;
+        /// the promotion's grant validity ended before the approval: nothing was settled or issued
+        PROMOTION_VALIDITY_ENDED = FailedPrecondition;
     }
 }
 
@@ -97,6 +114,7 @@ pub enum Entity {
     Consent,
     PreauthRule,
     Proposal,
+    Promotion,
 }
 
 impl Entity {
@@ -109,6 +127,7 @@ impl Entity {
             Entity::Consent => "consent",
             Entity::PreauthRule => "preauthorization rule",
             Entity::Proposal => "proposal",
+            Entity::Promotion => "promotion",
         }
     }
 }
@@ -149,6 +168,12 @@ pub enum WardError {
     /// The proposal was withdrawn or superseded already.
     #[error("proposal closed")]
     ProposalClosed,
+    /// Only the contract's accountable owner may settle a promotion.
+    #[error("not the owner")]
+    NotOwner,
+    /// A promotion cannot be proposed or approved as asked (nothing was changed).
+    #[error("promotion refused: {}", .0.as_str())]
+    Promotion(PromotionRefusal),
     /// As many watch streams are open as the office allows.
     #[error("stream limit reached")]
     StreamLimitReached,
@@ -202,6 +227,7 @@ pub fn into_status(e: WardError) -> Status {
             Entity::Consent => CONSENT_NOT_FOUND,
             Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
             Entity::Proposal => PROPOSAL_NOT_FOUND,
+            Entity::Promotion => PROMOTION_NOT_FOUND,
         }),
         WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
             Entity::Principal => PRINCIPAL_EXISTS,
@@ -210,7 +236,9 @@ pub fn into_status(e: WardError) -> Status {
             Entity::Assignment => ASSIGNMENT_EXISTS,
             Entity::Proposal => PROPOSAL_EXISTS,
             // Never raised: a replayed proposal returns its consent and a sync updates its rule.
-            Entity::Consent | Entity::PreauthRule => lychd_runtime::refusal::common::INTERNAL,
+            Entity::Consent | Entity::PreauthRule | Entity::Promotion => {
+                lychd_runtime::refusal::common::INTERNAL
+            }
         }),
         WardError::Refused(r) => REFUSALS.refuse_with(
             match r {
@@ -229,6 +257,15 @@ pub fn into_status(e: WardError) -> Status {
         WardError::StreamLimitReached => REFUSALS.refuse(STREAM_LIMIT_REACHED),
         WardError::NotProposer => REFUSALS.refuse(NOT_THE_PROPOSER),
         WardError::ProposalClosed => REFUSALS.refuse(PROPOSAL_CLOSED),
+        WardError::NotOwner => REFUSALS.refuse(NOT_THE_OWNER),
+        WardError::Promotion(r) => REFUSALS.refuse(match r {
+            PromotionRefusal::NotConfigured => HELMLOOP_NOT_CONFIGURED,
+            PromotionRefusal::Unavailable => HELMLOOP_UNAVAILABLE,
+            PromotionRefusal::ContractNotFound => CONTRACT_NOT_FOUND,
+            PromotionRefusal::ContractUnusable => CONTRACT_UNUSABLE,
+            PromotionRefusal::OwnerNotEnrolled => OWNER_NOT_ENROLLED,
+            PromotionRefusal::ValidityEnded => PROMOTION_VALIDITY_ENDED,
+        }),
         WardError::Consent(r) => REFUSALS.refuse(match r {
             ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
             ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,

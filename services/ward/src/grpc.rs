@@ -9,6 +9,7 @@
 
 mod consent;
 mod convert;
+mod promotion;
 mod proposal;
 
 use std::sync::Arc;
@@ -56,6 +57,8 @@ pub struct WardService {
     streams: Arc<tokio::sync::Semaphore>,
     /// The standing preauthorization rules, in matching order.
     rules: Arc<Vec<Rule>>,
+    /// The HelmLoop office (`peers.helmloop`), when configured: promotions need it.
+    helmloop: Option<crate::helmloop::Link>,
 }
 
 /// Where a call came from, as refusals are counted: the peer's IP address.
@@ -147,6 +150,37 @@ impl WardService {
             .authorize(request, action, &effect_object(&owner))
             .await?;
         Ok((principal_uuid(&principal)?, initiated_by))
+    }
+}
+
+impl WardService {
+    /// `Decide` on a promotion: `ward:approve` on `effect:helmloop` (asked immediately before
+    /// the change), and the caller must be the contract's accountable owner. An approval issues
+    /// the records in the verdict's transaction and wakes the delivery.
+    async fn decide_promotion(
+        &self,
+        request: &Request<pb::DecideRequest>,
+        id: Uuid,
+        owner: Uuid,
+        verdict: crate::domain::consent::Verdict,
+        review: &str,
+    ) -> Result<Response<pb::DecideResponse>, Status> {
+        let principal = self.on_consent(request, actions::APPROVE, id).await?;
+        if principal != owner {
+            return Err(WardError::NotOwner.into());
+        }
+        let (record, changed, issued) =
+            store::promotions::decide(self.pool(), id, verdict, review, principal).await?;
+        if changed {
+            tracing::info!(consent = %id, state = record.state.as_str(), issued, "promotion settled");
+        }
+        if issued && let Some(link) = &self.helmloop {
+            link.wake();
+        }
+        Ok(Response::new(pb::DecideResponse {
+            consent: Some(consent::consent(&record)),
+            changed,
+        }))
     }
 }
 
@@ -644,6 +678,11 @@ impl Ward for WardService {
         request: Request<pb::DecideRequest>,
     ) -> Result<Response<pb::DecideResponse>, Status> {
         let (id, verdict, review) = consent::decide(request.get_ref())?;
+        if let Some(owner) = store::promotions::owner_of(self.pool(), id).await? {
+            return self
+                .decide_promotion(&request, id, owner, verdict, &review)
+                .await;
+        }
         let principal = self.on_consent(&request, actions::APPROVE, id).await?;
         let (record, changed) =
             store::consents::decide(self.pool(), id, verdict, &review, principal).await?;
@@ -912,6 +951,101 @@ impl Ward for WardService {
             }),
         }))
     }
+
+    async fn propose_promotion(
+        &self,
+        request: Request<pb::ProposePromotionRequest>,
+    ) -> Result<Response<pb::ProposePromotionResponse>, Status> {
+        use crate::domain::consent::{Binding, EffectClass, Proposal};
+        use crate::domain::promotion::{EFFECT_OWNER, PromotionRefusal, TOOL, Terms};
+        let asked = promotion::request(request.get_ref())?;
+        let object = effect_object(EFFECT_OWNER);
+        let first = self
+            .ctx
+            .authorize(&request, actions::PROPOSE, &object)
+            .await?;
+        let link = self
+            .helmloop
+            .as_ref()
+            .ok_or(WardError::Promotion(PromotionRefusal::NotConfigured))?;
+        let contract = link.contract(&asked.contract).await?;
+        let owner = store::promotions::owner(self.pool(), &contract.owner)
+            .await?
+            .ok_or(WardError::Promotion(PromotionRefusal::OwnerNotEnrolled))?;
+        let terms = Terms::new(&asked, &contract);
+        let proposal = Proposal {
+            run_id: asked.run_id.clone(),
+            effect_owner: EFFECT_OWNER.to_owned(),
+            effect_id: "promote".to_owned(),
+            effect_revision: 1,
+            tool_name: TOOL.to_owned(),
+            deferred_call_id: "promote".to_owned(),
+            class: EffectClass::SecretOrAuthorityChange,
+            binding: Binding::default(),
+            arguments: terms.to_value(),
+        };
+        let terms_json = lychd_helmloop::to_canonical_string(&proposal.arguments);
+        let censored = lychd_helmloop::to_canonical_string(&censor(&proposal.arguments));
+        let digests = crate::domain::consent::digests(&proposal, &first.id);
+        let (Ok(terms_json), Ok(censored), Ok((arguments_digest, binding_digest))) =
+            (terms_json, censored, digests)
+        else {
+            return Err(WardError::Promotion(PromotionRefusal::ContractUnusable).into());
+        };
+        let derived = store::consents::Derived {
+            censored_arguments: &censored,
+            arguments_digest: &arguments_digest,
+            binding_digest: &binding_digest,
+            ttl_seconds: i64::from(self.settings.consent_ttl(proposal.class)),
+        };
+        // Asked again immediately before the write, under the first decision's policy.
+        let principal = self
+            .ctx
+            .authorizer
+            .authorize_for(
+                &request,
+                actions::PROPOSE,
+                &object,
+                actions::PROPOSE.verb(),
+                Some(first.policy_generation),
+            )
+            .await?;
+        let (record, promotion, created) = store::promotions::propose(
+            self.pool(),
+            &proposal,
+            principal_uuid(&principal)?,
+            &derived,
+            (owner, &contract.owner),
+            &terms_json,
+        )
+        .await?;
+        tracing::info!(consent = %record.id, created, "promotion proposed");
+        Ok(Response::new(pb::ProposePromotionResponse {
+            consent: Some(consent::consent(&record)),
+            created,
+            promotion: Some(promotion::promotion(&promotion)),
+        }))
+    }
+
+    async fn get_promotion(
+        &self,
+        request: Request<pb::GetPromotionRequest>,
+    ) -> Result<Response<pb::GetPromotionResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let promotion = store::promotions::get(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Promotion))?;
+        let record = store::consents::get(self.pool(), id)
+            .await?
+            .ok_or(WardError::NotFound(crate::error::Entity::Consent))?;
+        Ok(Response::new(pb::GetPromotionResponse {
+            consent: Some(consent::consent(&record)),
+            promotion: Some(promotion::promotion(&promotion)),
+        }))
+    }
 }
 
 /// Start the office: the decision log's writer (finished before exit) and the routes (every
@@ -932,9 +1066,14 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             rules = rules.len(),
             "standing preauthorization rules loaded"
         );
+        let helmloop = crate::helmloop::Link::from_context(&ctx)?;
+        if let Some(link) = &helmloop {
+            ctx.finishing
+                .push(link.start(ctx.pool.clone(), settings.promotion_retry_interval));
+        }
         let (strangers, writer) = Tally::start(ctx.pool.clone());
         ctx.finishing.push(writer);
-        Ok(routes(&ctx, log, strangers, settings, rules))
+        Ok(routes(&ctx, log, strangers, settings, rules, helmloop))
     })
 }
 
@@ -944,6 +1083,7 @@ fn routes(
     strangers: Tally,
     settings: Settings,
     rules: Vec<Rule>,
+    helmloop: Option<crate::helmloop::Link>,
 ) -> Routes {
     let server = WardServer::new(WardService {
         ctx: ctx.clone(),
@@ -952,6 +1092,7 @@ fn routes(
         streams: Arc::new(tokio::sync::Semaphore::new(settings.stream_limit)),
         settings,
         rules: Arc::new(rules),
+        helmloop,
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

@@ -11,6 +11,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod helmloop;
 pub mod store;
 pub mod verifier;
 

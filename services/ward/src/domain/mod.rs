@@ -10,6 +10,7 @@ pub mod kinds;
 pub mod lifetime;
 pub mod paging;
 pub mod preauth;
+pub mod promotion;
 pub mod proposal;
 pub mod secret;
 

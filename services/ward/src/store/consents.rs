@@ -275,7 +275,7 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<ConsentRecord>> {
     read(&mut conn, id).await
 }
 
-async fn read(conn: &mut sqlx::PgConnection, id: Uuid) -> Result<Option<ConsentRecord>> {
+pub(crate) async fn read(conn: &mut sqlx::PgConnection, id: Uuid) -> Result<Option<ConsentRecord>> {
     sqlx::query_as::<_, Row>(&format!(
         "SELECT {COLUMNS} FROM ward.consents c WHERE c.id = $1"
     ))
@@ -297,7 +297,22 @@ pub async fn decide(
 ) -> Result<(ConsentRecord, bool)> {
     let mut conn = pool.acquire().await?;
     expire_due(&mut conn).await?;
-    let settled = sqlx::query_as::<_, Row>(&format!(
+    if let Some(record) = settle(&mut conn, id, verdict, review_digest, by).await? {
+        return Ok((record, true));
+    }
+    unsettled(&mut conn, id).await
+}
+
+/// The guarded update of [`decide`]: the consent as settled by this statement, `None` when it
+/// settled nothing (already settled, expired, or another digest reviewed).
+pub(crate) async fn settle(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    verdict: Verdict,
+    review_digest: &str,
+    by: Uuid,
+) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
         "UPDATE ward.consents c
          SET state = $2, decided_at = statement_timestamp(), decided_by = $3
          WHERE c.id = $1 AND c.state = 'pending' AND c.binding_digest = $4
@@ -309,19 +324,101 @@ pub async fn decide(
     .bind(by)
     .bind(review_digest)
     .fetch_optional(&mut *conn)
-    .await?;
-    if let Some(row) = settled {
-        return Ok((row.record()?, true));
-    }
+    .await?
+    .map(Row::record)
+    .transpose()
+}
+
+/// What a verdict that settled nothing answers: the settled consent (`false`), or
+/// `REVIEW_DIGEST_MISMATCH` when it is still pending.
+pub(crate) async fn unsettled(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+) -> Result<(ConsentRecord, bool)> {
     // Not settled by this call: already settled, expired meanwhile, or another call reviewed.
-    expire_due(&mut conn).await?;
-    let current = read(&mut conn, id)
+    expire_due(&mut *conn).await?;
+    let current = read(&mut *conn, id)
         .await?
         .ok_or(WardError::NotFound(Entity::Consent))?;
     if current.state == ConsentState::Pending {
         return Err(WardError::Consent(ConsentRefusal::ReviewDigestMismatch));
     }
     Ok((current, false))
+}
+
+/// Mark a granted consent consumed by `by` at its decision instant (a promotion's approval is
+/// consumed by the issuance it causes, in the same transaction).
+pub(crate) async fn consume_at_decision(
+    conn: &mut sqlx::PgConnection,
+    id: Uuid,
+    by: Uuid,
+) -> Result<ConsentRecord> {
+    sqlx::query_as::<_, Row>(&format!(
+        "UPDATE ward.consents c SET consumed_at = c.decided_at, consumed_by = $2
+         WHERE c.id = $1 AND c.state = 'granted' AND c.consumed_at IS NULL
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(by)
+    .fetch_one(&mut *conn)
+    .await?
+    .record()
+}
+
+/// Insert a pending consent for `p` (no standing rule is tried: for live-only proposals made
+/// inside a caller's transaction). `None` when an identical consent exists.
+pub(crate) async fn insert_pending(
+    conn: &mut sqlx::PgConnection,
+    p: &Proposal,
+    requested_by: Uuid,
+    d: &Derived<'_>,
+) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id, effect_revision,
+             tool_name, deferred_call_id, censored_arguments, arguments_digest, effect_class,
+             binding, binding_digest, requested_by, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13,
+             statement_timestamp() + make_interval(secs => $14))
+         ON CONFLICT ON CONSTRAINT consents_identity DO NOTHING
+         RETURNING {COLUMNS}"
+    ))
+    .bind(Uuid::new_v4())
+    .bind(&p.run_id)
+    .bind(&p.effect_owner)
+    .bind(&p.effect_id)
+    .bind(p.effect_revision)
+    .bind(&p.tool_name)
+    .bind(&p.deferred_call_id)
+    .bind(d.censored_arguments)
+    .bind(d.arguments_digest)
+    .bind(p.class.as_str())
+    .bind(binding_json(&p.binding))
+    .bind(d.binding_digest)
+    .bind(requested_by)
+    .bind(d.ttl_seconds as f64)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(Row::record)
+    .transpose()
+}
+
+/// The consent identical to `p` (same run, deferred call id and binding digest), if any.
+pub(crate) async fn find_identical(
+    conn: &mut sqlx::PgConnection,
+    p: &Proposal,
+    binding_digest: &str,
+) -> Result<Option<ConsentRecord>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "SELECT {COLUMNS} FROM ward.consents c
+         WHERE c.run_id = $1 AND c.deferred_call_id = $2 AND c.binding_digest = $3"
+    ))
+    .bind(&p.run_id)
+    .bind(&p.deferred_call_id)
+    .bind(binding_digest)
+    .fetch_optional(&mut *conn)
+    .await?
+    .map(Row::record)
+    .transpose()
 }
 
 /// A consent granted by a standing rule is honoured only while that rule is still in the

@@ -23,6 +23,7 @@ pub mod decision_log;
 pub mod decisions;
 pub mod preauth;
 pub mod principals;
+pub mod promotions;
 pub mod proposals;
 pub mod sessions;
 pub mod strangers;

@@ -13,6 +13,7 @@ mod decision_log;
 mod decisions;
 mod grpc;
 mod preauth;
+mod promotion;
 mod proposals;
 mod race;
 mod schema;

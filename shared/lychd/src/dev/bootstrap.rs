@@ -63,13 +63,15 @@ const OPERATOR_GRANTS: &[(&str, &str)] = &[
 ];
 
 /// HelmLoop's owner-record actions: besides the operator, only Ward's own service principal
-/// holds them (Ward issues owner records on an owner's approval).
+/// holds them (Ward issues owner records on an owner's approval). Ward also reads records: a
+/// promotion's contract, and an issued record whose acknowledgement was lost.
 const WARD_GRANTS: &[(&str, &str)] = &[
     ("helmloop:append_contract", "subject:*"),
     ("helmloop:append_grant", "subject:*"),
     ("helmloop:append_assurance", "subject:*"),
     ("helmloop:append_promotion", "subject:*"),
     ("helmloop:append_learning_acceptance", "subject:*"),
+    ("helmloop:read", "subject:*"),
 ];
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
@@ -169,7 +171,7 @@ fn operator_grants() -> Vec<Grant> {
 }
 
 /// An office's service principal describes its peers; the Orchestrator also observes animators
-/// and closes and reopens admission; Ward also appends HelmLoop owner records.
+/// and closes and reopens admission; Ward also appends HelmLoop owner records and reads HelmLoop records.
 fn service_grants(office: Office) -> Vec<Grant> {
     let own: &'static [(&str, &str)] = match office {
         Office::Orchestrator => ORCHESTRATOR_GRANTS,
@@ -308,7 +310,8 @@ mod tests {
                 );
             } else if office == Office::Ward {
                 assert!(
-                    held.iter().all(|a| OWNER_ACTIONS.contains(a)),
+                    held.iter()
+                        .all(|a| OWNER_ACTIONS.contains(a) || *a == "helmloop:read"),
                     "ward holds {held:?}"
                 );
             } else {
