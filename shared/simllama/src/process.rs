@@ -238,6 +238,17 @@ impl SimHostProcess {
         .await;
     }
 
+    /// Ask the unit's runtime to load `model` (as the `simulated` actuator does): the status
+    /// answered.
+    pub async fn activate(&self, unit: &str, model: &str) -> u16 {
+        let path = format!("/units/{unit}/activate");
+        let body = serde_json::json!({ "model": model });
+        call(&self.control, "POST", &path, Some(body))
+            .await
+            .unwrap_or_else(|e| panic!("simulated host control POST {path}: {e}"))
+            .0
+    }
+
     /// A running unit's runtime in router mode with every model unloaded.
     pub async fn unload(&self, unit: &str) {
         self.control("POST", &format!("/units/{unit}/unload"), None)
