@@ -131,16 +131,6 @@ impl SimHostProcess {
         self.units.get(unit).expect("a declared unit").clone()
     }
 
-    /// The child's process id.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
-    /// Whether the child has exited.
-    pub fn exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// Stop the child (SIGKILL) and reap it.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;

@@ -106,9 +106,13 @@ async fn a_failed_activation_ends_failed_contained_with_its_guard_armed() {
             },
         )
         .await;
+    let mut events = s.watch().await;
     let o = s.transition("a:chat:m", 0, None).await.expect("answered");
     assert_eq!(o.phase(), pb::TransitionPhase::Failed, "{o:?}");
     assert_eq!(o.detail, "ACTIVATION_FAILED");
+    let failed = until(&mut events, pb::TransitionPhase::Failed).await;
+    assert_eq!(failed.transition_id, o.transition_id, "streamed");
+    drop(events);
     let c = s.containments().await;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].cause, "ACTIVATION_FAILED");
@@ -241,6 +245,32 @@ async fn cancelling_after_the_activation_was_invoked_contains_with_the_guard_arm
     assert_eq!(o.phase(), pb::TransitionPhase::ContainedUncertain, "{o:?}");
     assert_eq!(o.detail, "CANCELLED_AFTER_ACTIVATION");
     pending.await.expect("task").expect("answered");
+    let c = s.containments().await;
+    assert_eq!(c.len(), 1);
+    assert!(c[0].runtime_guard_armed);
+    assert!(s.open_closures("a").await > 0);
+}
+
+#[tokio::test]
+async fn a_hung_activation_reaches_the_warm_up_deadline_and_ends_failed() {
+    let s = activatable().await;
+    s.host
+        .set_faults(
+            "a",
+            UnitFaults {
+                hang_activate: true,
+                ..UnitFaults::default()
+            },
+        )
+        .await;
+    let started = Instant::now();
+    let o = s.transition("a:chat:m", 0, None).await.expect("answered");
+    assert_eq!(o.phase(), pb::TransitionPhase::Failed, "{o:?}");
+    assert_eq!(o.detail, "ACTIVATION_FAILED");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "waited for the warm-up deadline"
+    );
     let c = s.containments().await;
     assert_eq!(c.len(), 1);
     assert!(c[0].runtime_guard_armed);
