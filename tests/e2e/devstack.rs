@@ -160,6 +160,16 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
             "{addr} still listening"
         );
     }
+    // The simulated host (its own child process, `lychd-simhost`) stopped with the stack.
+    let host = stdout
+        .split("host control http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("the host control endpoint is printed");
+    assert!(
+        tokio::net::TcpStream::connect(host).await.is_err(),
+        "the simulated host {host} still listening"
+    );
 }
 
 /// `Describe` with peers on every office, Ward included (each calls its peers with its own

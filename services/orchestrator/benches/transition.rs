@@ -1,5 +1,5 @@
 //! End to end over real processes (Ward, Dispatcher, Orchestrator binaries; PostgreSQL from
-//! the test kit; a simulated host in this process): `RequestTransition` answered `NO_OP` (a
+//! the test kit; the simulated host as its own process, `lychd-simhost`): `RequestTransition` answered `NO_OP` (a
 //! fresh `ObserveAnimators` of the target and its neighbours through the Dispatcher, Ward
 //! deciding each call) in a closed loop at concurrency 1, against a gRPC health check of the
 //! Orchestrator in the same run; and the overhead of a `HARD_SWAP` beyond the simulated host's
@@ -14,7 +14,7 @@ use lychd_proto::orchestrator::v1 as pb;
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_runtime::Office;
 use lychd_testkit::bench::{closed, ms};
-use lychd_testkit::simllama::{SimHost, UnitFaults};
+use lychd_testkit::simllama::{SimHostProcess, UnitFaults};
 use lychd_testkit::{Sandbox, channel_with};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -26,7 +26,13 @@ const STOP: Duration = Duration::from_millis(100);
 
 #[tokio::main]
 async fn main() {
-    let host = SimHost::start(&[("a", &["m"][..]), ("b", &["m"][..])], &["b"]).await;
+    let host = SimHostProcess::spawn(
+        &lychd_testkit::bin_path("lychd-simhost"),
+        &[("a", &["m"][..]), ("b", &["m"][..])],
+        &["b"],
+    )
+    .await
+    .expect("the simulated host serves");
     let mut registry = String::new();
     for n in ["a", "b"] {
         registry.push_str(&format!(

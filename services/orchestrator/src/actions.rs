@@ -7,6 +7,8 @@ lychd_runtime::auth::actions! {
     READ = "orchestrator:read";
     /// request a transition to a capability (`RequestTransition` on `capability:<key>`)
     TRANSITION = "orchestrator:transition";
+    /// cancel an in-flight transition its caller owns (`CancelTransition` on `transition:<id>`)
+    CANCEL = "orchestrator:cancel";
     /// recover a containment after a fresh observation proves its world (`RecoverContainment` on `containment:*`)
     RECOVER = "orchestrator:recover";
 }

@@ -4,15 +4,22 @@
 //! simulated host's control API (`lychd_simllama::SimHost`): stop each evictee, then start
 //! each launch target, each call bounded by the transition's deadline. (The `systemd` and
 //! `host-reactor` actuators come behind the same port.)
+//!
+//! A second, distinct operation of the port: `activate(ActivationIntent)`, the runtime-native
+//! activation of a `SOFT_SWAP` (§23 "Runtime-Started Convergence": the adapter loads the target
+//! capability on its already-started runtime). An actuator that offers none says so
+//! (`activates() == false`) and is never asked; the simulated one asks the simulated host.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::domain::intent::TransitionIntent;
+use crate::domain::intent::{ActivationIntent, TransitionIntent};
 
 /// What applying an intent did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +47,26 @@ impl Applied {
 #[tonic::async_trait]
 pub trait Actuator: Send + Sync + 'static {
     async fn apply(&self, intent: &TransitionIntent, deadline: Instant) -> Applied;
+
+    /// Whether this actuator offers runtime-native activation ([`Actuator::activate`]).
+    fn activates(&self) -> bool {
+        false
+    }
+
+    /// Ask the target's already-started runtime to load the capability. `Applied`: the runtime
+    /// accepted (readiness is verified separately); anything else after the call began is not
+    /// a no-effect receipt (§23: the uncertainty boundary is crossed before the call begins).
+    async fn activate(&self, _intent: &ActivationIntent, _deadline: Instant) -> Applied {
+        Applied::NoEffect
+    }
 }
 
 /// The simulated host's control API at `host:port`.
 pub struct Simulated {
     authority: String,
+    /// Capability key → the model name its runtime knows (the host boundary resolves the
+    /// intent's logical identity; the intent never carries it).
+    runtime_models: BTreeMap<String, String>,
 }
 
 impl Simulated {
@@ -59,12 +81,24 @@ impl Simulated {
         }
         Ok(Simulated {
             authority: authority.to_owned(),
+            runtime_models: BTreeMap::new(),
         })
+    }
+
+    /// The runtime model name of each capability key (from the registry).
+    pub fn with_runtime_models(mut self, models: BTreeMap<String, String>) -> Simulated {
+        self.runtime_models = models;
+        self
     }
 
     /// POST `path`: the answer's status; `Err(true)` when not even a connection was made
     /// (nothing reached the host), `Err(false)` when the call failed or timed out after.
     async fn post(&self, path: &str, deadline: Instant) -> Result<u16, bool> {
+        self.post_body(path, Bytes::new(), deadline).await
+    }
+
+    /// [`Simulated::post`] with a JSON body.
+    async fn post_body(&self, path: &str, body: Bytes, deadline: Instant) -> Result<u16, bool> {
         let Ok(Ok(stream)) =
             tokio::time::timeout_at(deadline, TcpStream::connect(&self.authority)).await
         else {
@@ -78,7 +112,8 @@ impl Simulated {
             let driver = tokio::spawn(conn);
             let req = Request::post(path)
                 .header("host", &self.authority)
-                .body(Empty::<Bytes>::new())
+                .header("content-type", "application/json")
+                .body(Full::new(body))
                 .ok()?;
             let res = sender.send_request(req).await.ok()?;
             let status = res.status().as_u16();
@@ -113,6 +148,24 @@ impl Actuator for Simulated {
             }
         }
         Applied::Applied
+    }
+
+    fn activates(&self) -> bool {
+        true
+    }
+
+    async fn activate(&self, intent: &ActivationIntent, deadline: Instant) -> Applied {
+        let Some(model) = self.runtime_models.get(&intent.capability_key) else {
+            // Nothing to ask for: refused before the call.
+            return Applied::NoEffect;
+        };
+        let body = serde_json::json!({ "model": model }).to_string();
+        let path = format!("/units/{}/activate", intent.target_animator);
+        match self.post_body(&path, Bytes::from(body), deadline).await {
+            Ok(200) => Applied::Applied,
+            // Once the call began, nothing it answers is a no-effect receipt.
+            _ => Applied::Uncertain,
+        }
     }
 }
 

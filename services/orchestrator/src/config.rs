@@ -185,6 +185,15 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     })
 }
 
+/// Capability key → the model name its runtime lists and accepts (what the simulated
+/// actuator's host boundary resolves an activation's logical identity to).
+pub fn runtime_models(s: &Settings) -> std::collections::BTreeMap<String, String> {
+    s.registry
+        .capabilities()
+        .map(|c| (c.key_text.clone(), c.runtime_model.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -13,8 +13,14 @@ pub mod reasons {
         PRIORITY_OUT_OF_RANGE = InvalidArgument;
         /// `admission_timeout_s` is negative, not finite or too large
         ADMISSION_TIMEOUT_INVALID = InvalidArgument;
+        /// `transition_id` is not 32 lowercase hex digits
+        TRANSITION_ID_MALFORMED = InvalidArgument;
         /// no declared capability has this key
         CAPABILITY_UNKNOWN = NotFound;
+        /// no transition with this id is in flight (it settled, or never existed)
+        TRANSITION_NOT_RUNNING = NotFound;
+        /// the transition is owned by another caller's request (joining its cohort gives no say over it); nothing changed
+        TRANSITION_NOT_OWNED = PermissionDenied;
         /// the Dispatcher could not be asked for fresh observations (unreachable, or it refused the office's own call)
         OBSERVATION_UNAVAILABLE = Unavailable;
         /// the transition was not admitted before its admission cutoff (the cohort owner's, or an already-expired request): `transition_admission_expired`
@@ -53,6 +59,10 @@ pub enum OrchestratorError {
     Contained,
     #[error("containment not found")]
     ContainmentNotFound,
+    #[error("transition not running")]
+    TransitionNotRunning,
+    #[error("transition not owned")]
+    TransitionNotOwned,
     #[error("world not proven")]
     WorldNotProven,
     #[error("too many transition streams")]
@@ -110,6 +120,8 @@ impl From<OrchestratorError> for Status {
             ),
             OrchestratorError::Contained => REFUSALS.refuse(TRANSITION_CONTAINED),
             OrchestratorError::ContainmentNotFound => REFUSALS.refuse(CONTAINMENT_NOT_FOUND),
+            OrchestratorError::TransitionNotRunning => REFUSALS.refuse(TRANSITION_NOT_RUNNING),
+            OrchestratorError::TransitionNotOwned => REFUSALS.refuse(TRANSITION_NOT_OWNED),
             OrchestratorError::WorldNotProven => REFUSALS.refuse(WORLD_NOT_PROVEN),
             OrchestratorError::StreamLimit => REFUSALS.refuse(STREAM_LIMIT_REACHED),
             OrchestratorError::Refused(status) => *status,

@@ -21,11 +21,14 @@ use crate::domain::phase::{PRIORITY_MAX, TransitionPhase};
 use crate::domain::plan::{Action, Decline, Plan};
 use crate::error::reasons::{
     ADMISSION_TIMEOUT_INVALID, CAPABILITY_KEY_MALFORMED, PRIORITY_OUT_OF_RANGE,
+    TRANSITION_ID_MALFORMED,
 };
 use crate::error::{OrchestratorError, Result};
 use crate::observe::Dispatcher;
 use crate::store::ContainmentRow;
-use crate::transition::{Event, Heard, Outcome, Recheck, Settled, TransitionRequest, Transitions};
+use crate::transition::{
+    Cancelled, Event, Heard, Outcome, Recheck, Settled, TransitionRequest, Transitions,
+};
 
 pub struct OrchestratorService {
     ctx: ServeContext,
@@ -104,7 +107,34 @@ fn containment_pb(r: &ContainmentRow) -> pb::Containment {
         capability_key: r.capability_key.clone(),
         recorded_at: Some(ts(r.recorded_at)),
         recovered_at: r.recovered_at.map(ts),
+        runtime_guard_armed: r.guard_armed,
     }
+}
+
+/// A settled cohort as a caller's answer: its outcome, or the refusal every member receives.
+fn settled_pb(
+    settled: Settled,
+    joined: bool,
+) -> std::result::Result<pb::TransitionOutcome, Status> {
+    match settled {
+        Settled::Outcome(o) => Ok(outcome_pb(&o, joined)),
+        Settled::AdmissionExpired => Err(err(OrchestratorError::AdmissionExpired)),
+        Settled::Contained => Err(err(OrchestratorError::Contained)),
+        Settled::Database => Err(err(OrchestratorError::DatabaseUnavailable)),
+    }
+}
+
+/// Decode a transition id (32 lowercase hex digits).
+fn transition_id(field: &str, s: &str) -> Result<String> {
+    let mut v = Violations::new();
+    if !crate::domain::intent::is_transition_id(s) {
+        v.push(
+            field,
+            TRANSITION_ID_MALFORMED,
+            "must be 32 lowercase hex digits",
+        );
+    }
+    Ok(v.finish(|| s.to_owned())?)
 }
 
 fn phase_pb(p: TransitionPhase) -> pb::TransitionPhase {
@@ -118,7 +148,9 @@ fn phase_pb(p: TransitionPhase) -> pb::TransitionPhase {
         TransitionPhase::Completed => pb::TransitionPhase::Completed,
         TransitionPhase::DeclinedNoEffect => pb::TransitionPhase::DeclinedNoEffect,
         TransitionPhase::FailedRestored => pb::TransitionPhase::FailedRestored,
+        TransitionPhase::CancelledRestored => pb::TransitionPhase::CancelledRestored,
         TransitionPhase::ContainedUncertain => pb::TransitionPhase::ContainedUncertain,
+        TransitionPhase::Failed => pb::TransitionPhase::Failed,
     }
 }
 
@@ -272,14 +304,29 @@ impl Orchestrator for OrchestratorService {
             .await;
         match heard {
             Heard::WaitExpired => Err(err(OrchestratorError::AdmissionWaitExpired)),
-            Heard::Settled { settled, joined } => match settled {
-                Settled::Outcome(o) => Ok(Response::new(pb::RequestTransitionResponse {
-                    outcome: Some(outcome_pb(&o, joined)),
-                })),
-                Settled::AdmissionExpired => Err(err(OrchestratorError::AdmissionExpired)),
-                Settled::Contained => Err(err(OrchestratorError::Contained)),
-                Settled::Database => Err(err(OrchestratorError::DatabaseUnavailable)),
-            },
+            Heard::Settled { settled, joined } => {
+                Ok(Response::new(pb::RequestTransitionResponse {
+                    outcome: Some(settled_pb(settled, joined)?),
+                }))
+            }
+        }
+    }
+
+    async fn cancel_transition(
+        &self,
+        request: Request<pb::CancelTransitionRequest>,
+    ) -> Result<Response<pb::CancelTransitionResponse>, Status> {
+        let id = transition_id("transition_id", &request.get_ref().transition_id)?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::CANCEL, &format!("transition:{id}"))
+            .await?;
+        match self.transitions.cancel(&id, &principal.id).await {
+            Cancelled::NotRunning => Err(err(OrchestratorError::TransitionNotRunning)),
+            Cancelled::NotOwned => Err(err(OrchestratorError::TransitionNotOwned)),
+            Cancelled::Settled(settled) => Ok(Response::new(pb::CancelTransitionResponse {
+                outcome: Some(settled_pb(settled, false)?),
+            })),
         }
     }
 
@@ -368,10 +415,13 @@ impl Orchestrator for OrchestratorService {
                 proved: String::new(),
             }));
         }
-        let proved = crate::service::prove(&self.dispatcher, &row)
-            .await
-            .map_err(err)?
-            .ok_or_else(|| err(OrchestratorError::WorldNotProven))?;
+        let proved = if row.guard_armed {
+            crate::service::prove_stopped(&self.dispatcher, &row).await
+        } else {
+            crate::service::prove(&self.dispatcher, &row).await
+        }
+        .map_err(err)?
+        .ok_or_else(|| err(OrchestratorError::WorldNotProven))?;
         // Ward again, with the first decision's generation, right before the reopen.
         self.recheck(
             &request,
@@ -482,7 +532,16 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let settings = Arc::new(crate::config::load(&ctx.config)?);
         let dispatcher = Dispatcher::new(&ctx)?;
         // A transition a previous process left unfinished may have closed admission or
-        // touched the host: contain it before serving (nothing reopens without proof).
+        // touched the host: contain it before serving (nothing reopens without proof). An
+        // armed runtime guard (a soft activation not observed WARM) contains its transition
+        // whatever phase it recorded.
+        let guarded = crate::store::contain_guarded(&ctx.pool).await?;
+        if guarded > 0 {
+            tracing::warn!(
+                guarded,
+                "transitions with an armed runtime guard contained at start"
+            );
+        }
         let contained = crate::store::contain_interrupted(&ctx.pool).await?;
         if contained > 0 {
             tracing::warn!(contained, "interrupted transitions contained at start");
@@ -490,7 +549,8 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let actuator: Arc<dyn crate::actuator::Actuator> = match &settings.simulated_host {
             Some(endpoint) => Arc::new(
                 crate::actuator::Simulated::new(endpoint)
-                    .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?,
+                    .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?
+                    .with_runtime_models(crate::config::runtime_models(&settings)),
             ),
             None => Arc::new(crate::actuator::Unconfigured),
         };

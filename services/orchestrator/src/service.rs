@@ -33,6 +33,9 @@ pub enum Proved {
     Prior,
     /// The transition's desired world (its target alone active and WARM, evictees cold).
     Desired,
+    /// A soft activation's target animator stopped (the only proof that clears its runtime
+    /// guard: no readiness probe alone releases it).
+    Stopped,
 }
 
 impl Proved {
@@ -40,6 +43,7 @@ impl Proved {
         match self {
             Proved::Prior => "PRIOR",
             Proved::Desired => "DESIRED",
+            Proved::Stopped => "STOPPED",
         }
     }
 }
@@ -74,4 +78,14 @@ pub async fn prove(
         return Ok(Some(Proved::Desired));
     }
     Ok(None)
+}
+
+/// Observe a guarded containment's target animator afresh: proved only when it is stopped.
+pub async fn prove_stopped(
+    dispatcher: &Dispatcher,
+    row: &crate::store::ContainmentRow,
+) -> Result<Option<Proved>> {
+    let scope = [row.target_animator.clone()];
+    let world = dispatcher.observe(&scope).await?;
+    Ok(crate::domain::intent::stopped(&row.target_animator, &world).then_some(Proved::Stopped))
 }

@@ -7,6 +7,14 @@
 //!
 //! The cohort owner runs in its own task: a caller that goes away (or cancels repeatedly)
 //! never interrupts the rite, its compensation or its cleanup; it only stops hearing of it.
+//! Explicit cancellation (`cancel`, the owner's only) stops a transition before any effect
+//! (`cancelled_restored`, admission reopened where it was closed); after a hard actuation was
+//! submitted it waits for settlement and applies the exact inverse (`cancelled_restored` only
+//! on a proved prior world, else contained); a soft activation has no inverse (contained).
+//!
+//! A `SOFT_SWAP` whose target is ACTIVATABLE invokes the actuator's runtime-native activation
+//! after durably arming a runtime-guard record; only an observed WARM target clears it, and a
+//! target that does not become WARM ends `failed` (contained, the guard armed).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -19,7 +27,9 @@ use tokio::time::Instant;
 
 use crate::actuator::{Actuator, Applied};
 use crate::config::Settings;
-use crate::domain::intent::{TransitionIntent, desired_reached, prior_restored};
+use crate::domain::intent::{
+    ActivationIntent, TransitionIntent, desired_reached, needs_activation, prior_restored,
+};
 use crate::domain::phase::{Place, TransitionPhase, place};
 use crate::domain::plan::{Action, Plan};
 use crate::error::OrchestratorError;
@@ -90,6 +100,45 @@ struct Cohort {
     admitted: watch::Sender<Option<Instant>>,
 }
 
+/// An in-flight transition (its cohort owner's task runs), for `cancel`.
+struct Live {
+    /// Ward's principal id of the owner's caller: the only one who may cancel it.
+    requested_by: String,
+    cancel: watch::Sender<bool>,
+    cohort: Arc<Cohort>,
+}
+
+/// What a cancellation request found.
+pub enum Cancelled {
+    /// No transition with this id is in flight.
+    NotRunning,
+    /// Another principal's request owns it; nothing changed.
+    NotOwned,
+    /// Its cohort's settlement (cancelled or not: it may have settled otherwise first).
+    Settled(Settled),
+}
+
+/// Why a waiter left the arbiter's queue.
+enum Left {
+    Expired,
+    Cancelled,
+}
+
+/// Resolves once `rx` reads `true` (never when its sender is gone).
+async fn cancelled(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// How a convergence wait ended.
+#[derive(PartialEq, Eq)]
+enum Converged {
+    Reached,
+    TimedOut,
+    Cancelled,
+}
+
 #[derive(Default)]
 struct Section {
     busy: bool,
@@ -120,9 +169,14 @@ impl Arbiter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Wait for the section in `priority` order; `None` when `cutoff` passes first (the
-    /// place is given up).
-    async fn acquire(&self, priority: u8, cutoff: Option<Instant>) -> Option<Permit<'_>> {
+    /// Wait for the section in `priority` order; `Err` when `cutoff` passes or the
+    /// transition is cancelled first (the place is given up).
+    async fn acquire(
+        &self,
+        priority: u8,
+        cutoff: Option<Instant>,
+        cancel: &watch::Receiver<bool>,
+    ) -> Result<Permit<'_>, Left> {
         let me = {
             let mut s = self.lock();
             s.ticket += 1;
@@ -137,7 +191,7 @@ impl Arbiter {
                 if !s.busy && s.queue.first() == Some(&me) {
                     s.queue.remove(&me);
                     s.busy = true;
-                    return Some(Permit(self));
+                    return Ok(Permit(self));
                 }
             }
             let expired = async {
@@ -146,14 +200,14 @@ impl Arbiter {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                () = notified => {}
-                () = expired => {
-                    self.lock().queue.remove(&me);
-                    self.wake.notify_waiters();
-                    return None;
-                }
-            }
+            let left = tokio::select! {
+                () = notified => continue,
+                () = expired => Left::Expired,
+                () = cancelled(cancel.clone()) => Left::Cancelled,
+            };
+            self.lock().queue.remove(&me);
+            self.wake.notify_waiters();
+            return Err(left);
         }
     }
 }
@@ -166,6 +220,7 @@ pub struct Transitions {
     pool: PgPool,
     arbiter: Arbiter,
     cohorts: Mutex<HashMap<(String, u8), Arc<Cohort>>>,
+    live: Mutex<HashMap<String, Arc<Live>>>,
     events: broadcast::Sender<Event>,
 }
 
@@ -174,6 +229,11 @@ enum Planned {
     Plan(Plan),
     Stop(Settled),
 }
+
+/// The detail of a cancelled transition.
+const CANCELLED: &str = "CANCELLED";
+/// The detail of the actuating phase of a runtime-native activation.
+const ACTIVATION: &str = "ACTIVATION";
 
 fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -197,6 +257,7 @@ impl Transitions {
             pool,
             arbiter: Arbiter::default(),
             cohorts: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
             events: broadcast::channel(1024).0,
         })
     }
@@ -236,12 +297,23 @@ impl Transitions {
         if owner {
             let this = self.clone();
             let c = cohort.clone();
+            let id = new_id();
+            let (cancel, cancel_rx) = watch::channel(false);
+            self.lives().insert(
+                id.clone(),
+                Arc::new(Live {
+                    requested_by: req.principal_id.clone(),
+                    cancel,
+                    cohort: cohort.clone(),
+                }),
+            );
             tokio::spawn(async move {
-                let result = this.own(&req, &c).await;
+                let result = this.own(&id, &req, &c, &cancel_rx).await;
                 this.cohorts
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .remove(&key);
+                this.lives().remove(&id);
                 c.settled.send_replace(Some(result));
             });
         }
@@ -271,6 +343,33 @@ impl Transitions {
                 }
             }
         }
+    }
+
+    fn lives(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Cancel the in-flight transition `id` on behalf of `principal_id` (its owner's caller
+    /// only) and wait for its cohort's settlement. Waiting here changes nothing: the owner's
+    /// task settles it whether or not this caller stays.
+    pub async fn cancel(&self, id: &str, principal_id: &str) -> Cancelled {
+        let Some(live) = self.lives().get(id).cloned() else {
+            return Cancelled::NotRunning;
+        };
+        if live.requested_by != principal_id {
+            return Cancelled::NotOwned;
+        }
+        live.cancel.send_replace(true);
+        let mut settled = live.cohort.settled.subscribe();
+        let s = settled
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|v| v.clone())
+            .unwrap_or(Settled::Database);
+        Cancelled::Settled(s)
     }
 
     fn emit(
@@ -349,12 +448,38 @@ impl Transitions {
         self.finish(id, req, TransitionPhase::Completed, "", Some(plan))
     }
 
+    /// Settle cancelled before anything was closed or invoked: no effect to restore.
+    fn cancelled_before(&self, id: &str, req: &TransitionRequest, plan: Option<&Plan>) -> Settled {
+        self.finish(id, req, TransitionPhase::CancelledRestored, CANCELLED, plan)
+    }
+
+    /// [`Transitions::plan`], unless the transition is cancelled first.
+    async fn plan_or_cancel(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        cancel: &watch::Receiver<bool>,
+        prior: Option<&Plan>,
+    ) -> Planned {
+        tokio::select! {
+            biased;
+            () = cancelled(cancel.clone()) => Planned::Stop(self.cancelled_before(id, req, prior)),
+            p = self.plan(id, req) => p,
+        }
+    }
+
     /// The cohort owner's whole transition.
-    async fn own(&self, req: &TransitionRequest, cohort: &Cohort) -> Settled {
-        let id = new_id();
+    async fn own(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        cohort: &Cohort,
+        cancel: &watch::Receiver<bool>,
+    ) -> Settled {
+        let id = id.to_owned();
         self.emit(&id, req, TransitionPhase::Requested, "", None);
         // Preflight: a warm/open NO_OP bypasses the physical section.
-        let plan = match self.plan(&id, req).await {
+        let plan = match self.plan_or_cancel(&id, req, cancel, None).await {
             Planned::Stop(s) => return s,
             Planned::Plan(p) => p,
         };
@@ -362,11 +487,13 @@ impl Transitions {
             return self.no_op(&id, req, &plan, cohort);
         }
         self.emit(&id, req, TransitionPhase::Arbitrating, "", Some(&plan));
-        let Some(_permit) = self.arbiter.acquire(req.priority, req.cutoff).await else {
-            return Settled::AdmissionExpired;
+        let _permit = match self.arbiter.acquire(req.priority, req.cutoff, cancel).await {
+            Ok(p) => p,
+            Err(Left::Expired) => return Settled::AdmissionExpired,
+            Err(Left::Cancelled) => return self.cancelled_before(&id, req, Some(&plan)),
         };
         // Every other plan is recomputed inside the section, after its predecessor settled.
-        let plan = match self.plan(&id, req).await {
+        let plan = match self.plan_or_cancel(&id, req, cancel, Some(&plan)).await {
             Planned::Stop(s) => return s,
             Planned::Plan(p) => p,
         };
@@ -395,6 +522,9 @@ impl Transitions {
         if expired(req.cutoff) {
             return Settled::AdmissionExpired;
         }
+        if *cancel.borrow() {
+            return self.cancelled_before(&id, req, Some(&plan));
+        }
         // Ward again, with the first decision's generation, before the first effect.
         if (req.recheck)().await.is_err() {
             return self.finish(
@@ -419,7 +549,7 @@ impl Transitions {
             tracing::error!(error = %e, "recording the transition failed");
             return Settled::Database;
         }
-        self.rite(&id, req, cohort, plan).await
+        self.rite(&id, req, cohort, plan, cancel).await
     }
 
     async fn record(&self, id: &str, phase: TransitionPhase, detail: &str) {
@@ -508,12 +638,30 @@ impl Transitions {
         }
     }
 
+    /// [`Transitions::converge`], unless the transition is cancelled first.
+    async fn converge_or_cancel(
+        &self,
+        scope: &[String],
+        deadline: Instant,
+        done: impl Fn(&crate::domain::plan::World) -> bool,
+        cancel: &watch::Receiver<bool>,
+    ) -> Converged {
+        tokio::select! {
+            biased;
+            r = self.converge(scope, deadline, done) => {
+                if r { Converged::Reached } else { Converged::TimedOut }
+            }
+            () = cancelled(cancel.clone()) => Converged::Cancelled,
+        }
+    }
+
     async fn rite(
         &self,
         id: &str,
         req: &TransitionRequest,
         cohort: &Cohort,
         plan: Plan,
+        cancel: &watch::Receiver<bool>,
     ) -> Settled {
         let affected = plan.affected();
         self.emit(id, req, TransitionPhase::Draining, "", Some(&plan));
@@ -529,6 +677,19 @@ impl Transitions {
         if let Err(e) = store::set_closure(&self.pool, id, &token).await {
             tracing::error!(error = %e, "recording the closure failed");
         }
+        let reopen_cancelled = || {
+            self.reopen_and_finish(
+                id,
+                req,
+                &token,
+                TransitionPhase::CancelledRestored,
+                CANCELLED,
+                &plan,
+            )
+        };
+        if *cancel.borrow() {
+            return reopen_cancelled().await;
+        }
         // Drain: the drain budget, cut short by an earlier admission cutoff (a local budget
         // wins an exact tie).
         let drain_deadline = Instant::now() + self.settings.drain_timeout;
@@ -542,7 +703,15 @@ impl Transitions {
             let wait_ms = u32::try_from(left.as_millis())
                 .unwrap_or(u32::MAX)
                 .min(self.settings.drain_wait_step_ms);
-            match self.dispatcher.await_drain(&affected, wait_ms).await {
+            let waited = tokio::select! {
+                biased;
+                () = cancelled(cancel.clone()) => None,
+                w = self.dispatcher.await_drain(&affected, wait_ms) => Some(w),
+            };
+            let Some(waited) = waited else {
+                return reopen_cancelled().await;
+            };
+            match waited {
                 Ok(true) => {
                     drained = Instant::now() < until;
                     break;
@@ -611,34 +780,212 @@ impl Transitions {
                 )
                 .await;
         }
-        cohort.admitted.send_replace(Some(Instant::now()));
+        if *cancel.borrow() {
+            return reopen_cancelled().await;
+        }
         match plan.action {
-            Action::SoftSwap => self.soft(id, req, &token, &plan).await,
-            _ => self.hard(id, req, &token, &plan).await,
+            Action::SoftSwap => self.soft(id, req, cohort, &token, &plan, cancel).await,
+            _ => {
+                cohort.admitted.send_replace(Some(Instant::now()));
+                self.hard(id, req, &token, &plan, cancel).await
+            }
         }
     }
 
-    /// Observation-only convergence: no activation is invoked, so a target that does not
-    /// become WARM within the warm-up budget is a verified no-effect decline.
-    async fn soft(&self, id: &str, req: &TransitionRequest, token: &str, plan: &Plan) -> Settled {
-        self.emit(id, req, TransitionPhase::Verifying, "", Some(plan));
-        self.record(id, TransitionPhase::Verifying, "").await;
+    /// Runtime-started convergence under one warm-up deadline: an initial refresh; an
+    /// ACTIVATABLE target (with an actuator that activates) is activated
+    /// ([`Transitions::activate`]); otherwise the wait is observation-only — no activation is
+    /// invoked, so a target that does not become WARM within the budget (or a cancellation) is
+    /// a verified no-effect decline.
+    async fn soft(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        cohort: &Cohort,
+        token: &str,
+        plan: &Plan,
+        cancel: &watch::Receiver<bool>,
+    ) -> Settled {
         let deadline = Instant::now() + self.settings.warmup_timeout;
         let scope = vec![plan.target.clone()];
         let key = plan.capability_key.clone();
-        let warm = self
-            .converge(&scope, deadline, |w| desired_reached(&key, &[], w))
-            .await;
-        let (phase, detail) = if warm {
-            (TransitionPhase::Completed, "")
-        } else {
-            (TransitionPhase::DeclinedNoEffect, "VERIFICATION_TIMEOUT")
+        if self.actuator.activates() {
+            let refreshed =
+                tokio::time::timeout_at(deadline, self.dispatcher.observe(&scope)).await;
+            if let Ok(Ok(world)) = refreshed
+                && needs_activation(&key, &world)
+            {
+                // Admission: the activation is invoked (after its guard is armed).
+                cohort.admitted.send_replace(Some(Instant::now()));
+                return self.activate(id, req, token, plan, deadline, cancel).await;
+            }
+        }
+        // Admission: the observation-only wait begins.
+        cohort.admitted.send_replace(Some(Instant::now()));
+        self.emit(id, req, TransitionPhase::Verifying, "", Some(plan));
+        self.record(id, TransitionPhase::Verifying, "").await;
+        let (phase, detail) = match self
+            .converge_or_cancel(&scope, deadline, |w| desired_reached(&key, &[], w), cancel)
+            .await
+        {
+            Converged::Reached => (TransitionPhase::Completed, ""),
+            Converged::TimedOut => (TransitionPhase::DeclinedNoEffect, "VERIFICATION_TIMEOUT"),
+            Converged::Cancelled => (TransitionPhase::CancelledRestored, CANCELLED),
         };
         self.reopen_and_finish(id, req, token, phase, detail, plan)
             .await
     }
 
-    async fn hard(&self, id: &str, req: &TransitionRequest, token: &str, plan: &Plan) -> Settled {
+    /// A runtime-native activation: arm the durable runtime guard first (a failed write
+    /// prevents the activation), invoke, and require the target WARM before the deadline;
+    /// only then clear the guard and reopen. There is no inverse: a target that does not
+    /// become WARM ends `failed`, a cancellation after the invocation `contained_uncertain`,
+    /// both contained with the guard armed (recovery needs the target observed stopped).
+    async fn activate(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        token: &str,
+        plan: &Plan,
+        deadline: Instant,
+        cancel: &watch::Receiver<bool>,
+    ) -> Settled {
+        let Some(intent) = ActivationIntent::of(id, plan) else {
+            return self
+                .reopen_and_finish(
+                    id,
+                    req,
+                    token,
+                    TransitionPhase::DeclinedNoEffect,
+                    "NO_INTENT",
+                    plan,
+                )
+                .await;
+        };
+        if let Err(e) = store::arm_guard(
+            &self.pool,
+            id,
+            &intent.target_animator,
+            &intent.capability_key,
+        )
+        .await
+        {
+            tracing::error!(error = %e, "arming the runtime guard failed");
+            return self
+                .reopen_and_finish(
+                    id,
+                    req,
+                    token,
+                    TransitionPhase::DeclinedNoEffect,
+                    "GUARD_UNRECORDED",
+                    plan,
+                )
+                .await;
+        }
+        // The final check, then the uncertainty boundary: crossed before the call begins.
+        if *cancel.borrow() {
+            return self
+                .unguard_and_reopen(
+                    id,
+                    req,
+                    token,
+                    plan,
+                    TransitionPhase::CancelledRestored,
+                    CANCELLED,
+                )
+                .await;
+        }
+        self.emit(id, req, TransitionPhase::Actuating, ACTIVATION, Some(plan));
+        self.record(id, TransitionPhase::Actuating, ACTIVATION)
+            .await;
+        let applied = self.actuator.activate(&intent, deadline).await;
+        if applied == Applied::NoEffect {
+            // Refused before the call began: nothing was invoked.
+            return self
+                .unguard_and_reopen(
+                    id,
+                    req,
+                    token,
+                    plan,
+                    TransitionPhase::DeclinedNoEffect,
+                    "ACTUATOR_NO_EFFECT",
+                )
+                .await;
+        }
+        self.emit(
+            id,
+            req,
+            TransitionPhase::Verifying,
+            applied.as_str(),
+            Some(plan),
+        );
+        self.record(id, TransitionPhase::Verifying, applied.as_str())
+            .await;
+        let converged = if *cancel.borrow() {
+            Converged::Cancelled
+        } else if applied == Applied::Applied {
+            let scope = vec![plan.target.clone()];
+            let key = &intent.capability_key;
+            self.converge_or_cancel(&scope, deadline, |w| desired_reached(key, &[], w), cancel)
+                .await
+        } else {
+            Converged::TimedOut
+        };
+        match converged {
+            Converged::Reached => {
+                if let Err(e) = store::clear_guard(&self.pool, id, "WARM_OBSERVED").await {
+                    // The guard stays armed: the next start contains this transition.
+                    tracing::error!(error = %e, "clearing the runtime guard failed");
+                }
+                self.reopen_and_finish(id, req, token, TransitionPhase::Completed, "", plan)
+                    .await
+            }
+            Converged::Cancelled => {
+                self.contain(id, req, "CANCELLED_AFTER_ACTIVATION", plan)
+                    .await
+            }
+            Converged::TimedOut => {
+                let cause = if applied == Applied::Applied {
+                    "VERIFICATION_TIMEOUT"
+                } else {
+                    "ACTIVATION_FAILED"
+                };
+                if let Err(e) =
+                    store::contain_as(&self.pool, id, TransitionPhase::Failed.as_str(), cause).await
+                {
+                    tracing::error!(error = %e, "recording containment failed");
+                }
+                self.finish(id, req, TransitionPhase::Failed, cause, Some(plan))
+            }
+        }
+    }
+
+    /// Clear a guard whose activation was never invoked, then reopen and settle.
+    async fn unguard_and_reopen(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        token: &str,
+        plan: &Plan,
+        phase: TransitionPhase,
+        detail: &str,
+    ) -> Settled {
+        if let Err(e) = store::clear_guard(&self.pool, id, "NOT_INVOKED").await {
+            tracing::error!(error = %e, "clearing the runtime guard failed");
+            return self.contain(id, req, "RUNTIME_GUARD_ARMED", plan).await;
+        }
+        self.reopen_and_finish(id, req, token, phase, detail, plan)
+            .await
+    }
+
+    async fn hard(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        token: &str,
+        plan: &Plan,
+        cancel: &watch::Receiver<bool>,
+    ) -> Settled {
         let Some(intent) = TransitionIntent::forward(id, plan) else {
             return self
                 .reopen_and_finish(
@@ -655,17 +1002,16 @@ impl Transitions {
         self.record(id, TransitionPhase::Actuating, "").await;
         // One deadline for the actuation and the verification (target WARM, evictees cold).
         let deadline = Instant::now() + self.settings.warmup_timeout;
+        // Submitted: a cancellation waits for the actuator to settle, never abandons it.
         let applied = self.actuator.apply(&intent, deadline).await;
         if applied == Applied::NoEffect {
+            let (phase, detail) = if *cancel.borrow() {
+                (TransitionPhase::CancelledRestored, CANCELLED)
+            } else {
+                (TransitionPhase::DeclinedNoEffect, "ACTUATOR_NO_EFFECT")
+            };
             return self
-                .reopen_and_finish(
-                    id,
-                    req,
-                    token,
-                    TransitionPhase::DeclinedNoEffect,
-                    "ACTUATOR_NO_EFFECT",
-                    plan,
-                )
+                .reopen_and_finish(id, req, token, phase, detail, plan)
                 .await;
         }
         self.emit(
@@ -678,21 +1024,28 @@ impl Transitions {
         self.record(id, TransitionPhase::Verifying, applied.as_str())
             .await;
         let scope = intent.scope();
-        let reached = applied == Applied::Applied
-            && self
-                .converge(&scope, deadline, |w| {
-                    desired_reached(&intent.capability_key, &intent.evict, w)
-                })
-                .await;
-        if reached {
-            return self
-                .reopen_and_finish(id, req, token, TransitionPhase::Completed, "", plan)
-                .await;
-        }
-        let cause = if applied == Applied::Applied {
-            "VERIFICATION_TIMEOUT"
+        let converged = if *cancel.borrow() {
+            Converged::Cancelled
+        } else if applied == Applied::Applied {
+            self.converge_or_cancel(
+                &scope,
+                deadline,
+                |w| desired_reached(&intent.capability_key, &intent.evict, w),
+                cancel,
+            )
+            .await
         } else {
-            "ACTUATOR_UNCERTAIN"
+            Converged::TimedOut
+        };
+        let cause = match converged {
+            Converged::Reached => {
+                return self
+                    .reopen_and_finish(id, req, token, TransitionPhase::Completed, "", plan)
+                    .await;
+            }
+            Converged::Cancelled => CANCELLED,
+            Converged::TimedOut if applied == Applied::Applied => "VERIFICATION_TIMEOUT",
+            Converged::TimedOut => "ACTUATOR_UNCERTAIN",
         };
         // The exact typed inverse, under its own deadline; nobody's cancellation stops it.
         self.emit(id, req, TransitionPhase::Compensating, cause, Some(plan));
@@ -704,12 +1057,23 @@ impl Transitions {
             && self
                 .converge(&scope, deadline, |w| prior_restored(&intent, w))
                 .await;
+        // The cause that started the compensation keeps its classification.
+        let cancelled = cause == CANCELLED;
         if restored {
+            let phase = if cancelled {
+                TransitionPhase::CancelledRestored
+            } else {
+                TransitionPhase::FailedRestored
+            };
             return self
-                .reopen_and_finish(id, req, token, TransitionPhase::FailedRestored, cause, plan)
+                .reopen_and_finish(id, req, token, phase, cause, plan)
                 .await;
         }
-        self.contain(id, req, "VERIFICATION_AND_COMPENSATION_FAILED", plan)
-            .await
+        let cause = if cancelled {
+            "CANCELLED_NOT_RESTORED"
+        } else {
+            "VERIFICATION_AND_COMPENSATION_FAILED"
+        };
+        self.contain(id, req, cause, plan).await
     }
 }

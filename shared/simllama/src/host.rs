@@ -10,9 +10,22 @@
 //!   becomes ready; with `hang_start` the runtime comes up loading and the call never answers.
 //! - `POST /units/{name}/stop` — after the stop latency: 200 `{"running":false}`; with
 //!   `fail_stop` 500 (the unit keeps running).
-//! - `GET /units` — `{"units":{"<name>":{"running":bool,"ready":bool,"starts":n,"stops":n}}}`.
+//! - `POST /units/{name}/activate` — body `{"model":"<runtime model>"}`: runtime-native
+//!   activation of a started-but-not-warm (router-mode, unloaded) runtime. After the activation
+//!   latency: 200 and the model `loaded` (WARM); with `fail_activate` 500 and the model
+//!   `unloaded` with `failed` (ERROR); with `hang_activate` the model stays `loading` and the
+//!   call never answers. A stopped unit is 409 (nothing done), an unknown model 404.
+//! - `POST /units/{name}/unload` — a running unit's runtime switches to router mode with every
+//!   model `unloaded` (started but not warm: ACTIVATABLE for a dynamic animator).
+//! - `GET /units` — `{"units":{"<name>":{"running":bool,"ready":bool,"starts":n,"stops":n,
+//!   "activations":n,"endpoint":"http://…"}}}`.
 //! - `PUT /units/{name}/faults` — body `{"start_latency_ms":…, "stop_latency_ms":…,
-//!   "fail_start":…, "hang_start":…, "partial_start":…, "fail_stop":…}` (omitted: unchanged).
+//!   "activate_latency_ms":…, "fail_start":…, "hang_start":…, "partial_start":…,
+//!   "fail_stop":…, "fail_activate":…, "hang_activate":…}` (omitted: unchanged).
+//! - `PUT /units/{name}/health` — body `{"status":200|503|code}`: `/health` of a running unit
+//!   (no effect on a stopped one).
+//! - `POST /units/{name}/force` — body `{"running":bool}`: start (ready) or stop the unit at
+//!   once, ignoring faults (an operator's break-glass action).
 //!
 //! Unknown units are 404. The API carries logical unit names only (the animator names).
 
@@ -33,7 +46,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-use crate::{SimHealth, SimLlama, SimModel, json};
+use crate::{RouterStatus, SimHealth, SimLlama, SimModel, json};
 
 /// Injected behaviour of one unit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,6 +61,11 @@ pub struct UnitFaults {
     pub partial_start: bool,
     /// Stop fails: 500, the unit keeps running.
     pub fail_stop: bool,
+    pub activate_latency: Duration,
+    /// Activation fails: 500, the model is `unloaded` with `failed` (ERROR).
+    pub fail_activate: bool,
+    /// Activation hangs: the model stays `loading` and the call never answers.
+    pub hang_activate: bool,
 }
 
 struct Unit {
@@ -62,6 +80,7 @@ struct Unit {
     faults: UnitFaults,
     starts: u64,
     stops: u64,
+    activations: u64,
 }
 
 impl Unit {
@@ -78,6 +97,28 @@ impl Unit {
             SimHealth::Loading
         });
         self.ready = ready;
+    }
+
+    /// Router mode, every model `unloaded` (a running unit only).
+    fn unload(&mut self) -> bool {
+        let Some(sim) = &self.sim else { return false };
+        sim.set_health(SimHealth::Ok);
+        sim.set_models(
+            self.models
+                .iter()
+                .map(|m| SimModel::router(m, RouterStatus::Unloaded))
+                .collect(),
+        );
+        self.ready = false;
+        true
+    }
+
+    /// Set one router-mode model's status (a running unit only).
+    fn model_status(&mut self, model: &str, status: RouterStatus) {
+        if let Some(sim) = &self.sim {
+            sim.set_router_model(model, status);
+            self.ready = status == RouterStatus::Loaded;
+        }
     }
 
     async fn down(&mut self) {
@@ -136,6 +177,7 @@ impl SimHost {
                 faults: UnitFaults::default(),
                 starts: 0,
                 stops: 0,
+                activations: 0,
             };
             if running.contains(name) {
                 unit.up(true).await;
@@ -199,6 +241,17 @@ impl SimHost {
         }
     }
 
+    /// (starts, stops, activations) asked of the unit so far.
+    pub async fn all_counts(&self, unit: &str) -> (u64, u64, u64) {
+        let u = self.unit(unit).lock().await;
+        (u.starts, u.stops, u.activations)
+    }
+
+    /// A running unit's runtime in router mode with every model unloaded (see the module).
+    pub async fn unload(&self, unit: &str) {
+        self.unit(unit).lock().await.unload();
+    }
+
     /// Start or stop a unit directly (as an operator's break-glass action would).
     pub async fn force(&self, unit: &str, running: bool) {
         let mut u = self.unit(unit).lock().await;
@@ -241,7 +294,8 @@ async fn serve(listener: TcpListener, units: Units) {
 
 fn state_json(u: &Unit) -> serde_json::Value {
     serde_json::json!({
-        "running": u.sim.is_some(), "ready": u.ready, "starts": u.starts, "stops": u.stops
+        "running": u.sim.is_some(), "ready": u.ready, "starts": u.starts, "stops": u.stops,
+        "activations": u.activations, "endpoint": format!("http://{}", u.addr)
     })
 }
 
@@ -320,10 +374,7 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
                 .unwrap_or_else(|_| json(500, r#"{"error":"job failed"}"#.into()))
         }
         (Method::PUT, "faults") => {
-            let Ok(body) = req.into_body().collect().await else {
-                return json(400, r#"{"error":"unreadable body"}"#.into());
-            };
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()) else {
+            let Some(v) = body_json(req).await else {
                 return json(400, r#"{"error":"body is not JSON"}"#.into());
             };
             let mut u = unit.lock().await;
@@ -342,8 +393,103 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
             f.hang_start = flag("hang_start", f.hang_start);
             f.partial_start = flag("partial_start", f.partial_start);
             f.fail_stop = flag("fail_stop", f.fail_stop);
+            f.activate_latency = ms("activate_latency_ms", f.activate_latency);
+            f.fail_activate = flag("fail_activate", f.fail_activate);
+            f.hang_activate = flag("hang_activate", f.hang_activate);
+            json(200, state_json(&u).to_string())
+        }
+        (Method::POST, "activate") => {
+            let Some(v) = body_json(req).await else {
+                return json(400, r#"{"error":"body is not JSON"}"#.into());
+            };
+            let Some(model) = v.get("model").and_then(serde_json::Value::as_str) else {
+                return json(400, r#"{"error":"model missing"}"#.into());
+            };
+            let model = model.to_owned();
+            let units = units.clone();
+            let name = (*name).to_owned();
+            let job = tokio::spawn(async move {
+                let unit = &units[&name];
+                let faults = {
+                    let mut u = unit.lock().await;
+                    if u.sim.is_none() {
+                        return Some(json(409, r#"{"error":"unit not running"}"#.into()));
+                    }
+                    if !u.models.contains(&model) {
+                        return Some(json(404, r#"{"error":"unknown model"}"#.into()));
+                    }
+                    u.activations += 1;
+                    u.model_status(&model, RouterStatus::Loading);
+                    u.faults
+                };
+                tokio::time::sleep(faults.activate_latency).await;
+                let mut u = unit.lock().await;
+                if faults.hang_activate {
+                    return None;
+                }
+                if faults.fail_activate {
+                    u.model_status(&model, RouterStatus::Failed);
+                    return Some(json(500, r#"{"error":"load failed"}"#.into()));
+                }
+                u.model_status(&model, RouterStatus::Loaded);
+                Some(json(200, state_json(&u).to_string()))
+            });
+            match job.await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => std::future::pending().await,
+                Err(_) => json(500, r#"{"error":"job failed"}"#.into()),
+            }
+        }
+        (Method::POST, "unload") => {
+            let mut u = unit.lock().await;
+            if !u.unload() {
+                return json(409, r#"{"error":"unit not running"}"#.into());
+            }
+            json(200, state_json(&u).to_string())
+        }
+        (Method::PUT, "health") => {
+            let Some(v) = body_json(req).await else {
+                return json(400, r#"{"error":"body is not JSON"}"#.into());
+            };
+            let Some(code) = v
+                .get("status")
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok())
+            else {
+                return json(400, r#"{"error":"status missing"}"#.into());
+            };
+            let health = match code {
+                200 => SimHealth::Ok,
+                503 => SimHealth::Loading,
+                c => SimHealth::Status(c),
+            };
+            let mut u = unit.lock().await;
+            if let Some(sim) = &u.sim {
+                sim.set_health(health);
+                u.ready = health == SimHealth::Ok;
+            }
+            json(200, state_json(&u).to_string())
+        }
+        (Method::POST, "force") => {
+            let Some(running) = body_json(req)
+                .await
+                .and_then(|v| v.get("running").and_then(serde_json::Value::as_bool))
+            else {
+                return json(400, r#"{"error":"running missing"}"#.into());
+            };
+            let mut u = unit.lock().await;
+            if running {
+                u.up(true).await;
+            } else {
+                u.down().await;
+            }
             json(200, state_json(&u).to_string())
         }
         _ => json(404, r#"{"error":"not found"}"#.into()),
     }
+}
+
+async fn body_json(req: Request<Incoming>) -> Option<serde_json::Value> {
+    let body = req.into_body().collect().await.ok()?;
+    serde_json::from_slice(&body.to_bytes()).ok()
 }

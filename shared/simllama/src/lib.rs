@@ -10,11 +10,14 @@
 //!
 //! [`SimHost`] (module `host`) puts several of them behind animator *units* with start/stop
 //! latency, failure, hang and partial start, and a control API over HTTP: the simulated host
-//! the Orchestrator's `simulated` actuator drives.
+//! the Orchestrator's `simulated` actuator drives; [`SimHostProcess`] (module `process`) runs it
+//! as its own process (`lychd-simhost`) and drives it through that API.
 
 pub mod host;
+pub mod process;
 
 pub use host::{SimHost, UnitFaults};
+pub use process::SimHostProcess;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -143,6 +143,54 @@ pub fn prior_restored(forward: &TransitionIntent, world: &World) -> bool {
         })
 }
 
+/// A runtime-native activation (the `SOFT_SWAP` of a started runtime whose capability is
+/// ACTIVATABLE; LychD design rules §23 "Runtime-Started Convergence"): the adapter is asked to
+/// load the target capability on its already-started runtime. Logical identities only, like
+/// [`TransitionIntent`]; it has no inverse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivationIntent {
+    /// The transition's id (32 lowercase hex digits).
+    pub id: String,
+    pub config_digest: String,
+    pub target_animator: String,
+    pub capability_key: String,
+}
+
+impl ActivationIntent {
+    /// Freeze the activation of a `SOFT_SWAP` plan (any other plan: `None`).
+    pub fn of(id: &str, plan: &Plan) -> Option<ActivationIntent> {
+        if plan.action != Action::SoftSwap || !is_transition_id(id) {
+            return None;
+        }
+        Some(ActivationIntent {
+            id: id.to_owned(),
+            config_digest: plan.config_digest.clone(),
+            target_animator: plan.target.clone(),
+            capability_key: plan.capability_key.clone(),
+        })
+    }
+}
+
+/// Whether `world` shows `capability_key` ACTIVATABLE: started, not loaded, and only a
+/// runtime-native activation would load it (WARMING and a static started route simply await
+/// warmth).
+pub fn needs_activation(capability_key: &str, world: &World) -> bool {
+    world.values().any(|v| {
+        v.phases
+            .get(capability_key)
+            .is_some_and(|p| *p == Phase::Activatable)
+    })
+}
+
+/// Whether `world` shows `animator` stopped: observed, and no key of it active (what a soft
+/// activation's containment needs before its runtime guard may be cleared; readiness alone
+/// never does).
+pub fn stopped(animator: &str, world: &World) -> bool {
+    world
+        .get(animator)
+        .is_some_and(|v| !v.active() && !v.unobserved())
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -224,6 +272,37 @@ mod tests {
             ("c", Phase::Cold),
         ]);
         assert!(!desired_reached(&f.capability_key, &f.evict, &unknown));
+    }
+
+    #[test]
+    fn an_activation_is_frozen_from_a_soft_swap_only_and_needs_an_activatable_key() {
+        let mut soft = plan();
+        soft.action = Action::SoftSwap;
+        let a = ActivationIntent::of(ID, &soft).expect("soft swap");
+        assert_eq!(
+            (a.target_animator.as_str(), a.capability_key.as_str()),
+            ("a", "a:chat:m")
+        );
+        assert!(ActivationIntent::of(ID, &plan()).is_none(), "a hard swap");
+        assert!(ActivationIntent::of("XYZ", &soft).is_none());
+        assert!(needs_activation(
+            "a:chat:m",
+            &world(&[("a", Phase::Activatable)])
+        ));
+        assert!(!needs_activation(
+            "a:chat:m",
+            &world(&[("a", Phase::Warming)])
+        ));
+        assert!(stopped("a", &world(&[("a", Phase::Cold)])));
+        for p in [
+            Phase::Warm,
+            Phase::Activatable,
+            Phase::Error,
+            Phase::Unknown,
+        ] {
+            assert!(!stopped("a", &world(&[("a", p)])), "{p:?}");
+        }
+        assert!(!stopped("z", &world(&[("a", Phase::Cold)])), "unobserved");
     }
 
     #[test]

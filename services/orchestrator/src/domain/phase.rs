@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 
-/// Phase of a transition; the last five are final.
+/// Phase of a transition; the last six are final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransitionPhase {
     Requested,
@@ -15,7 +15,12 @@ pub enum TransitionPhase {
     Completed,
     DeclinedNoEffect,
     FailedRestored,
+    /// Cancelled by its owner: nothing invoked, or the exact inverse proved the prior world.
+    CancelledRestored,
     ContainedUncertain,
+    /// A soft activation was invoked and the target did not become WARM (no inverse exists:
+    /// admission stays closed, contained).
+    Failed,
 }
 
 impl TransitionPhase {
@@ -31,7 +36,9 @@ impl TransitionPhase {
             TransitionPhase::Completed => "completed",
             TransitionPhase::DeclinedNoEffect => "declined_no_effect",
             TransitionPhase::FailedRestored => "failed_restored",
+            TransitionPhase::CancelledRestored => "cancelled_restored",
             TransitionPhase::ContainedUncertain => "contained_uncertain",
+            TransitionPhase::Failed => "failed",
         }
     }
 
@@ -41,7 +48,9 @@ impl TransitionPhase {
             TransitionPhase::Completed
                 | TransitionPhase::DeclinedNoEffect
                 | TransitionPhase::FailedRestored
+                | TransitionPhase::CancelledRestored
                 | TransitionPhase::ContainedUncertain
+                | TransitionPhase::Failed
         )
     }
 }
@@ -74,6 +83,8 @@ mod tests {
     #[test]
     fn final_phases() {
         assert!(TransitionPhase::ContainedUncertain.is_final());
+        assert!(TransitionPhase::CancelledRestored.is_final());
+        assert!(TransitionPhase::Failed.is_final());
         assert!(!TransitionPhase::Compensating.is_final());
     }
 }

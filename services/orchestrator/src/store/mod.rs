@@ -71,17 +71,83 @@ pub async fn set_phase(
 /// Record the transition contained (phase `contained_uncertain`) and its containment, in one
 /// statement.
 pub async fn contain(pool: &PgPool, id: &str, cause: &str) -> Result<(), sqlx::Error> {
+    contain_as(pool, id, "contained_uncertain", cause).await
+}
+
+/// [`contain`] ending in `phase` (`contained_uncertain` or `failed`).
+pub async fn contain_as(
+    pool: &PgPool,
+    id: &str,
+    phase: &str,
+    cause: &str,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "WITH t AS (UPDATE orchestrator.transitions SET phase = 'contained_uncertain', detail = $2, \
+        "WITH t AS (UPDATE orchestrator.transitions SET phase = $3, detail = $2, \
          updated_at = now() WHERE id = $1 RETURNING id) \
          INSERT INTO orchestrator.containments (transition_id, cause) SELECT id, $2 FROM t \
          ON CONFLICT (transition_id) DO NOTHING",
     )
     .bind(id)
     .bind(cause)
+    .bind(phase)
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// Arm the runtime guard of a soft activation (before it is invoked).
+pub async fn arm_guard(
+    pool: &PgPool,
+    id: &str,
+    target_animator: &str,
+    capability_key: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO orchestrator.runtime_guards (transition_id, target_animator, capability_key) \
+         VALUES ($1, $2, $3)",
+    )
+    .bind(id)
+    .bind(target_animator)
+    .bind(capability_key)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Clear an armed guard after its target was observed WARM (`WARM_OBSERVED`) or the actuator
+/// refused before the call began (`NOT_INVOKED`); true when this call cleared it.
+pub async fn clear_guard(pool: &PgPool, id: &str, by: &str) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query(
+        "UPDATE orchestrator.runtime_guards SET cleared_at = now(), cleared_by = $2 \
+         WHERE transition_id = $1 AND cleared_at IS NULL",
+    )
+    .bind(id)
+    .bind(by)
+    .execute(pool)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// At start: every transition whose runtime guard is still armed is contained (cause
+/// `RUNTIME_GUARD_ARMED`, whatever phase it recorded) — an interrupted or uncertain soft
+/// activation fences the fresh process. Returns how many were contained.
+pub async fn contain_guarded(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let r = sqlx::query(
+        "WITH t AS (UPDATE orchestrator.transitions t SET phase = 'contained_uncertain', \
+         detail = 'RUNTIME_GUARD_ARMED', updated_at = now() \
+         FROM orchestrator.runtime_guards g \
+         WHERE g.transition_id = t.id AND g.cleared_at IS NULL \
+         AND NOT EXISTS (SELECT 1 FROM orchestrator.containments c \
+                         WHERE c.transition_id = t.id AND c.recovered_at IS NULL) \
+         RETURNING t.id) \
+         INSERT INTO orchestrator.containments (transition_id, cause) \
+         SELECT id, 'RUNTIME_GUARD_ARMED' FROM t \
+         ON CONFLICT (transition_id) DO UPDATE SET cause = EXCLUDED.cause, recorded_at = now(), \
+         recovered_at = NULL, recovered_by = NULL",
+    )
+    .execute(pool)
+    .await?;
+    Ok(r.rows_affected())
 }
 
 /// At start: every transition left in a non-final phase by a process that is gone (killed,
@@ -125,6 +191,8 @@ pub struct ContainmentRow {
     pub affected: Vec<String>,
     pub config_digest: String,
     pub closure_token: Option<String>,
+    /// The transition's runtime guard (a soft activation) is still armed.
+    pub guard_armed: bool,
 }
 
 impl ContainmentRow {
@@ -145,7 +213,9 @@ impl ContainmentRow {
 
 const CONTAINMENT: &str = "SELECT c.id, c.transition_id, c.cause, c.recorded_at, c.recovered_at, \
      t.capability_key, t.target_animator, t.evict, t.launch, t.expected_active, t.affected, \
-     t.config_digest, t.closure_token \
+     t.config_digest, t.closure_token, \
+     EXISTS (SELECT 1 FROM orchestrator.runtime_guards g \
+             WHERE g.transition_id = t.id AND g.cleared_at IS NULL) AS guard_armed \
      FROM orchestrator.containments c JOIN orchestrator.transitions t ON t.id = c.transition_id";
 
 fn containment(r: &sqlx::postgres::PgRow) -> Result<ContainmentRow, sqlx::Error> {
@@ -163,6 +233,7 @@ fn containment(r: &sqlx::postgres::PgRow) -> Result<ContainmentRow, sqlx::Error>
         affected: r.try_get("affected")?,
         config_digest: r.try_get("config_digest")?,
         closure_token: r.try_get("closure_token")?,
+        guard_armed: r.try_get("guard_armed")?,
     })
 }
 
@@ -191,15 +262,19 @@ pub async fn containment_by_id(
     row.as_ref().map(containment).transpose()
 }
 
-/// Mark a containment recovered (only if it still fences); true when this call did it.
+/// Mark a containment recovered (only if it still fences) and clear its transition's armed
+/// runtime guard, in one statement; true when this call did it.
 pub async fn recover(pool: &PgPool, id: i64, by: &str) -> Result<bool, sqlx::Error> {
     let r = sqlx::query(
-        "UPDATE orchestrator.containments SET recovered_at = now(), recovered_by = $2 \
-         WHERE id = $1 AND recovered_at IS NULL",
+        "WITH c AS (UPDATE orchestrator.containments SET recovered_at = now(), recovered_by = $2 \
+         WHERE id = $1 AND recovered_at IS NULL RETURNING transition_id), \
+         g AS (UPDATE orchestrator.runtime_guards SET cleared_at = now(), cleared_by = 'RECOVERED' \
+         WHERE cleared_at IS NULL AND transition_id IN (SELECT transition_id FROM c)) \
+         SELECT transition_id FROM c",
     )
     .bind(id)
     .bind(by)
-    .execute(pool)
+    .fetch_optional(pool)
     .await?;
-    Ok(r.rows_affected() == 1)
+    Ok(r.is_some())
 }

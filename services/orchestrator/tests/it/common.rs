@@ -1,7 +1,7 @@
 //! A sandbox of Ward, Dispatcher and Orchestrator processes sharing one animator registry
 //! (the same `[office]` declarations for both offices), each animator a unit of one
-//! simulated host (`SimHost`) whose control API the Orchestrator's `simulated` actuator
-//! drives; the Orchestrator's service principal holds what `lychd dev` gives it, the
+//! simulated host — its own process (`lychd-simhost`) — whose control API the Orchestrator's
+//! `simulated` actuator drives and the tests inject faults through; the Orchestrator's service principal holds what `lychd dev` gives it, the
 //! operator what the tests call.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use lychd_proto::orchestrator::v1 as pb;
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
-use lychd_testkit::simllama::SimHost;
+use lychd_testkit::simllama::SimHostProcess;
 use lychd_testkit::{Sandbox, channel_with};
 use tonic_types::StatusExt;
 
@@ -34,7 +34,7 @@ pub struct Stack {
     pub client: Client,
     /// The operator's session at the Dispatcher (lease, read).
     pub dispatcher: DispatcherClient<PeerChannel>,
-    pub host: SimHost,
+    pub host: SimHostProcess,
 }
 
 /// The model every test animator serves: `<animator>:chat:m`.
@@ -51,7 +51,9 @@ pub async fn stack(decls: &[Decl]) -> Stack {
 pub async fn stack_with(decls: &[Decl], knobs: &str) -> Stack {
     let units: Vec<(&str, &[&str])> = decls.iter().map(|d| (d.name, &[MODEL][..])).collect();
     let running: Vec<&str> = decls.iter().filter(|d| d.serving).map(|d| d.name).collect();
-    let host = SimHost::start(&units, &running).await;
+    let host = SimHostProcess::spawn(&lychd_testkit::bin_path("lychd-simhost"), &units, &running)
+        .await
+        .expect("the simulated host serves");
     let mut registry = String::new();
     for d in decls {
         registry.push_str(&format!(
@@ -110,6 +112,7 @@ pub async fn stack_with(decls: &[Decl], knobs: &str) -> Stack {
         ("orchestrator:read", "containment:*", "orchestrator"),
         ("orchestrator:transition", "capability:*", "orchestrator"),
         ("orchestrator:recover", "containment:*", "orchestrator"),
+        ("orchestrator:cancel", "transition:*", "orchestrator"),
         ("dispatcher:lease", "capability:*", "dispatcher"),
         ("dispatcher:read", "capability:*", "dispatcher"),
     ] {

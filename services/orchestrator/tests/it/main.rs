@@ -1,7 +1,9 @@
 //! The Orchestrator over real processes: Ward, the Dispatcher and the Orchestrator as their
-//! built binaries on one provisioned PostgreSQL database, simulated llama.cpp runtimes in the
-//! test process, every call over gRPC with a Ward session.
+//! built binaries on one provisioned PostgreSQL database, the simulated host as its own process
+//! (`lychd-simhost`, driven through its control API), every call over gRPC with a Ward session.
 
+mod activation;
+mod cancel;
 mod common;
 mod plan;
 mod stream;

@@ -99,6 +99,11 @@ async fn a_soft_swap_waits_for_honest_warmth_and_is_never_gated() {
     assert_eq!(o.phase(), pb::TransitionPhase::Completed, "{o:?}");
     assert_eq!(o.plan.expect("plan").action(), pb::PlanAction::SoftSwap);
     assert_eq!(s.host.counts("a").await, (0, 0), "no actuation");
+    assert_eq!(
+        s.host.activations("a").await,
+        0,
+        "a WARMING target is awaited, never activated"
+    );
     assert_eq!(s.open_closures("a").await, 0);
 }
 
@@ -111,5 +116,7 @@ async fn a_soft_swap_that_never_warms_declines_with_no_effect() {
     assert_eq!(o.phase(), pb::TransitionPhase::DeclinedNoEffect, "{o:?}");
     assert_eq!(o.detail, "VERIFICATION_TIMEOUT");
     assert_eq!(s.open_closures("a").await, 0, "reopened");
+    // Observation-only convergence arms no runtime guard: nothing is contained.
     assert!(s.containments().await.is_empty());
+    assert_eq!(s.host.activations("a").await, 0);
 }

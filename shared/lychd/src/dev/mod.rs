@@ -12,6 +12,8 @@ mod supervision;
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use lychd_runtime::Office;
 
 use crate::DevArgs;
@@ -45,12 +47,19 @@ async fn run_offices(
     // No model runtime runs on a developer's machine: a simulated host stands in — the
     // resident animator's llama.cpp runtime and a simulated GPU of animators in conflict, whose
     // units the Orchestrator's `simulated` actuator starts and stops — and the Dispatcher's real
-    // probe observes them.
+    // probe observes them. It is its own child process (`lychd-simhost`), as a host would be:
+    // stopped with the stack, and gone by itself when `lychd dev` is.
     let mut units: Vec<(&str, &[&str])> = vec![(DEV_ANIMATOR, &[DEV_MODEL][..])];
     for (name, model) in DEV_GPUS {
         units.push((name, std::slice::from_ref(model)));
     }
-    let host = lychd_simllama::SimHost::start(&units, &[DEV_ANIMATOR, DEV_GPUS[0].0]).await;
+    let host = lychd_simllama::SimHostProcess::spawn(
+        &bin_dir.join(supervision::SIMHOST),
+        &units,
+        &[DEV_ANIMATOR, DEV_GPUS[0].0],
+    )
+    .await
+    .context("start the simulated host (lychd-simhost)")?;
     let runtime_endpoint = host.endpoint(DEV_ANIMATOR).await;
     let mut gpus = Vec::new();
     for (name, _) in DEV_GPUS {
@@ -114,6 +123,7 @@ async fn run_offices(
 
     supervision::supervise(&mut offices).await;
     supervision::stop_all(&mut offices).await;
+    host.stop().await;
     let _ = std::fs::remove_file(&layout.endpoints);
     Ok(())
 }

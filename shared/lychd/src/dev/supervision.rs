@@ -23,6 +23,9 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// Where the office binaries are: next to this one. Run through cargo (`cargo run -p lychd`),
 /// they are built first (unless `no_build`) so the stack never runs stale offices.
+/// The simulated host's binary (`shared/simllama`), built and found with the offices'.
+pub(super) const SIMHOST: &str = "lychd-simhost";
+
 pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().context("binary has no directory")?.to_owned();
@@ -36,14 +39,19 @@ pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
         for office in Office::ALL {
             cmd.arg("--bin").arg(office.binary());
         }
+        cmd.arg("--bin").arg(SIMHOST);
         println!("building office binaries");
         let status = cmd.status().context("run cargo build")?;
         if !status.success() {
             bail!("cargo build of the office binaries failed");
         }
     }
-    for office in Office::ALL {
-        let bin = dir.join(office.binary());
+    for name in Office::ALL
+        .iter()
+        .map(|o| o.binary())
+        .chain([SIMHOST.to_owned()])
+    {
+        let bin = dir.join(name);
         if !bin.is_file() {
             bail!(
                 "{} not found: build them with `cargo build --workspace --bins`",
