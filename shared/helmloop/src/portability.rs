@@ -454,10 +454,12 @@ fn judge(
         f.push(Rule::LimitationsMissing);
     }
     if !is_valid_value(Shape::PortabilityReceipt, r) {
-        // A missing or empty limitations list is reported under its own rule.
+        // Limitations and versions are reported under their own rules.
         let mut relaxed = r.clone();
         if let Value::Object(m) = &mut relaxed {
             m.insert("limitations", Value::Array(vec!["-".into()]));
+            m.insert("protocolVersion", crate::PROTOCOL_VERSION.into());
+            m.insert("schemaVersion", crate::PROTOCOL_VERSION.into());
         }
         if !is_valid_value(Shape::PortabilityReceipt, &relaxed) {
             f.push(Rule::SchemaInvalid);
@@ -489,7 +491,9 @@ fn judge(
         _ => f.push(Rule::TimingInvalid),
     }
     let pol = |k: &str| p.value.get(k).and_then(Value::as_str);
-    if s(r, &["protocolVersion"]) != pol("protocolVersion") {
+    if s(r, &["protocolVersion"]) != pol("protocolVersion")
+        || s(r, &["schemaVersion"]) != Some(crate::PROTOCOL_VERSION)
+    {
         f.push(Rule::ProtocolMismatch);
     }
     if s(r, &["schemaBundleDigest"]) != pol("schemaBundleDigest") {

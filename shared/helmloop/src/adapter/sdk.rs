@@ -28,11 +28,18 @@
 //! ```compile_fail,E0451
 //! use lychd_helmloop::Value;
 //! use lychd_helmloop::adapter::sdk::ContractCapability;
-//! // Its fields are private (E0451).
-//! fn forge(contract: Value) -> ContractCapability {
-//!     ContractCapability { contract }
+//! // Its fields are private (E0451), so it cannot be built from raw bindings either.
+//! fn forge(contract: Value, reference: Value) -> ContractCapability {
+//!     let criteria = std::collections::HashMap::new();
+//!     ContractCapability { contract, reference, criteria }
 //! }
 //! ```
+//!
+//! Stable rustdoc runs these as `compile_fail` only; the error codes are
+//! checked by nightly rustdoc (or `RUSTC_BOOTSTRAP=1`). Each snippet was also
+//! compiled with `rustc` against the crate and fails with exactly the code
+//! named (E0308 mismatched types, E0599 no associated function `new`, E0451
+//! private fields); see `docs/helmloop-adapters.md`.
 //!
 //! The same calls made through the capability compile and run:
 //!
