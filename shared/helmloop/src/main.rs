@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use lychd_helmloop::adapter::Adapter;
-use lychd_helmloop::adapter::suite::{AdapterCase, AdapterManifest, AdapterReport, Selection};
+use lychd_helmloop::adapter::suite::{AdapterReport, Selection};
 use lychd_helmloop::validate::validate_document;
 use lychd_helmloop::{DEFAULT_MAX_BYTES, Domain, Omit, ParseOptions, canonicalize_with};
 
@@ -328,43 +328,22 @@ fn conformance(selection: bool, fixtures: Option<std::path::PathBuf>) -> ExitCod
 
 fn adapter_conformance(adapter: Adapter, fixtures: Option<std::path::PathBuf>) -> ExitCode {
     let dir = fixtures.unwrap_or_else(default_adapter_fixtures);
-    let read = |p: std::path::PathBuf| read_file(&p);
     let (selection, manifest) = match (
-        read(dir.join("selection.json")),
-        read(dir.join(adapter.name()).join("manifest.json")),
+        read_file(&dir.join("selection.json")),
+        read_file(&dir.join(adapter.name()).join("manifest.json")),
     ) {
         (Ok(s), Ok(m)) => (s, m),
         (Err(code), _) | (_, Err(code)) => return code,
     };
-    let (selection, manifest) = match (
-        Selection::parse(&selection),
-        AdapterManifest::parse(&manifest),
-    ) {
-        (Ok(s), Ok(m)) => (s, m),
-        (Err(e), _) | (_, Err(e)) => {
+    let cases = dir.join(adapter.name());
+    let read = |rel: &str| std::fs::read(cases.join(rel)).map_err(|e| e.to_string());
+    let report = match AdapterReport::from_files(adapter, &selection, &manifest, &read) {
+        Ok(r) => r,
+        Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    let mut cases = Vec::new();
-    let mut errors = Vec::new();
-    for (case_id, rel, digest) in &manifest.cases {
-        let path = dir.join(adapter.name()).join(rel);
-        let case = std::fs::read(&path)
-            .map_err(|e| format!("{case_id}: cannot read {rel}: {e}"))
-            .and_then(|b| AdapterCase::parse(&b).map_err(|e| format!("{case_id}: {e}")));
-        match case {
-            Ok(c) if &c.case_id != case_id => {
-                errors.push(format!("{rel}: caseId differs from manifest"))
-            }
-            Ok(c) if &c.case_digest.render() != digest => {
-                errors.push(format!("{case_id}: case digest differs from manifest"))
-            }
-            Ok(c) => cases.push(c),
-            Err(e) => errors.push(e),
-        }
-    }
-    let report = AdapterReport::run(adapter, selection, &manifest, &cases, errors);
     let mut stdout = std::io::stdout().lock();
     let written = writeln!(stdout, "{}", report.to_json()).and_then(|()| stdout.flush());
     if report.all_passed() {

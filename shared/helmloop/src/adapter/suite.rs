@@ -476,6 +476,40 @@ pub struct AdapterReport {
 }
 
 impl AdapterReport {
+    /// Reads the selection, the adapter's manifest and (through `read`, given
+    /// a path relative to the manifest) every case, then runs them. A case
+    /// that cannot be read or whose id or digest differs from the manifest is
+    /// a fixture error; an unreadable selection or manifest is an error.
+    pub fn from_files(
+        adapter: Adapter,
+        selection: &[u8],
+        manifest: &[u8],
+        read: &dyn Fn(&str) -> Result<Vec<u8>, String>,
+    ) -> Result<AdapterReport, CaseError> {
+        let selection = Selection::parse(selection)?;
+        let manifest = AdapterManifest::parse(manifest)?;
+        let mut cases = Vec::new();
+        let mut errors = Vec::new();
+        for (case_id, rel, digest) in &manifest.cases {
+            let case = read(rel)
+                .map_err(|e| format!("{case_id}: cannot read {rel}: {e}"))
+                .and_then(|b| AdapterCase::parse(&b).map_err(|e| format!("{case_id}: {e}")));
+            match case {
+                Ok(c) if &c.case_id != case_id => {
+                    errors.push(format!("{rel}: caseId differs from manifest"))
+                }
+                Ok(c) if &c.case_digest.render() != digest => {
+                    errors.push(format!("{case_id}: case digest differs from manifest"))
+                }
+                Ok(c) => cases.push(c),
+                Err(e) => errors.push(e),
+            }
+        }
+        Ok(AdapterReport::run(
+            adapter, selection, &manifest, &cases, errors,
+        ))
+    }
+
     /// Runs every case and checks that the adapter's cases cover the shared
     /// selection exactly once each, with the selection's core digests.
     pub fn run(
