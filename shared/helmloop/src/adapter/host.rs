@@ -158,7 +158,7 @@ impl HostOutcome {
         };
         match self {
             HostOutcome::ContractRefused(r) => refused(r),
-            HostOutcome::AdapterHold(m) | HostOutcome::AdapterReject(m) => refused(&m.reasons),
+            HostOutcome::AdapterHold(m) | HostOutcome::AdapterReject(m) => refused(m.reasons()),
             HostOutcome::Reduced(r, _) => Semantic::of_reduction(r),
         }
     }

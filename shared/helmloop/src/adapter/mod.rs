@@ -129,22 +129,44 @@ impl MappingStatus {
 }
 
 /// What a mapping returns. Candidates are kept whatever the status (a REJECT
-/// preserves the mapped facts, spec §8).
+/// preserves the mapped facts, spec §8). Only the mappings of this crate make
+/// one, and nothing can change it afterwards: a REJECT cannot be edited into a
+/// READY result that the host would reduce.
 #[derive(Debug, Clone)]
 pub struct MappingResult {
-    /// Who mapped.
-    pub mapping: MappingIdentity,
-    /// Sealed candidates, in source order.
-    pub candidates: Vec<Candidate>,
-    /// JSON Pointers of required source members that are missing.
-    pub gaps: Vec<String>,
-    /// JSON Pointers of source members, kinds or types the mapping does not support.
-    pub unsupported_fields: Vec<String>,
-    /// Every reason, sorted.
-    pub reasons: Vec<AdapterReason>,
+    mapping: MappingIdentity,
+    candidates: Vec<Candidate>,
+    gaps: Vec<String>,
+    unsupported_fields: Vec<String>,
+    reasons: Vec<AdapterReason>,
 }
 
 impl MappingResult {
+    /// Who mapped.
+    pub fn mapping(&self) -> &MappingIdentity {
+        &self.mapping
+    }
+
+    /// Sealed candidates (the order is the mapping's, not meaningful).
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    /// JSON Pointers of required source members that are missing, sorted.
+    pub fn gaps(&self) -> &[String] {
+        &self.gaps
+    }
+
+    /// JSON Pointers of source members, kinds or types the mapping does not support, sorted.
+    pub fn unsupported_fields(&self) -> &[String] {
+        &self.unsupported_fields
+    }
+
+    /// Every reason, sorted.
+    pub fn reasons(&self) -> &[AdapterReason] {
+        &self.reasons
+    }
+
     /// REJECT if any reason is in the reject channel, else HOLD if there is
     /// any reason, else READY.
     pub fn status(&self) -> MappingStatus {

@@ -35,11 +35,22 @@
 //! }
 //! ```
 //!
+//! Nor can a mapping result be edited after the fact, so a REJECT cannot be
+//! laundered into a READY result for the host (its fields are private, E0616):
+//!
+//! ```compile_fail,E0616
+//! use lychd_helmloop::adapter::MappingResult;
+//! fn launder(mut m: MappingResult) -> MappingResult {
+//!     m.reasons.clear();
+//!     m
+//! }
+//! ```
+//!
 //! Stable rustdoc runs these as `compile_fail` only; the error codes are
 //! checked by nightly rustdoc (or `RUSTC_BOOTSTRAP=1`). Each snippet was also
 //! compiled with `rustc` against the crate and fails with exactly the code
 //! named (E0308 mismatched types, E0599 no associated function `new`, E0451
-//! private fields); see `docs/helmloop-adapters.md`.
+//! private fields, E0616 private field); see `docs/helmloop-adapters.md`.
 //!
 //! The same calls made through the capability compile and run:
 //!

@@ -345,9 +345,9 @@ pub fn run_adapter_case(adapter: Adapter, case: &AdapterCase) -> AdapterCaseResu
                 &codes(Channel::Hold),
                 &mut failures,
             );
-            let gaps = m.gaps.iter().cloned().collect();
+            let gaps = m.gaps().iter().cloned().collect();
             set_failures("mapping.gaps", &em.gaps, &gaps, &mut failures);
-            let unsupported = m.unsupported_fields.iter().cloned().collect();
+            let unsupported = m.unsupported_fields().iter().cloned().collect();
             set_failures(
                 "mapping.unsupportedFields",
                 &em.unsupported,
@@ -355,19 +355,19 @@ pub fn run_adapter_case(adapter: Adapter, case: &AdapterCase) -> AdapterCaseResu
                 &mut failures,
             );
             if let Some(want) = &em.candidate_digests {
-                let got = m.candidates.iter().map(|c| c.digest().render()).collect();
+                let got = m.candidates().iter().map(|c| c.digest().render()).collect();
                 set_failures("mapping.candidateDigests", want, &got, &mut failures);
             }
             if let Some(n) = em.candidate_count
-                && n != m.candidates.len()
+                && n != m.candidates().len()
             {
                 failures.push(fail(
                     "mapping.candidateCount",
                     &n.to_string(),
-                    &m.candidates.len().to_string(),
+                    &m.candidates().len().to_string(),
                 ));
             }
-            if m.candidates
+            if m.candidates()
                 .iter()
                 .any(|c| c.label() != super::sdk::UNVERIFIED_OBSERVATION)
             {
@@ -444,7 +444,7 @@ impl AdapterCaseResult {
             if let Value::Object(o) = &mut v {
                 o.insert(
                     "candidates",
-                    Value::Array(mr.candidates.iter().map(|c| c.exact_ref()).collect()),
+                    Value::Array(mr.candidates().iter().map(|c| c.exact_ref()).collect()),
                 );
                 o.remove("mapping");
             }

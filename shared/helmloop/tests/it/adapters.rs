@@ -255,7 +255,7 @@ fn adapters_emit_only_observation_candidates_labelled_unverified() {
                 &c.source,
             );
             let m = r.mapping().expect("the contract validates");
-            for cand in &m.candidates {
+            for cand in m.candidates() {
                 assert_eq!(cand.label(), UNVERIFIED_OBSERVATION);
                 let t = cand.record().get("recordType").and_then(Value::as_str);
                 assert!(
@@ -313,7 +313,7 @@ fn an_adapter_reject_is_terminal_for_the_host() {
         };
         assert_eq!(m.status(), MappingStatus::Reject);
         // The candidates are preserved ...
-        assert_eq!(m.candidates.len(), 4);
+        assert_eq!(m.candidates().len(), 4);
         // ... and they are well-formed: fed to the reducer as if READY they would PASS,
         assert_eq!(reduce_as_if_ready(&c, m), Disposition::Pass);
         // ... but the host neither reduces nor lets them be made READY.
@@ -333,7 +333,7 @@ fn an_adapter_reject_is_terminal_for_the_host() {
 /// What a host that ignored the adapter's REJECT would get.
 fn reduce_as_if_ready(c: &AdapterCase, m: &lychd_helmloop::adapter::MappingResult) -> Disposition {
     let mut records = c.records.clone();
-    records.extend(m.candidates.iter().map(|x| x.record().clone()));
+    records.extend(m.candidates().iter().map(|x| x.record().clone()));
     let mut input = Map::new();
     input.insert("protocolVersion", "0.1".into());
     input.insert("context", c.context.clone());
@@ -501,7 +501,7 @@ fn sealing_binds_the_capability_and_refuses_envelope_members() {
     let cap = ContractCapability::validate(&c.contract(), &c.contract_ref).expect("cap");
     let m = Adapter::Standalone.map(&cap, &c.source);
     let ev = m
-        .candidates
+        .candidates()
         .iter()
         .find(|x| x.record_type() == ObservationType::EvidenceRecord)
         .expect("evidence");
@@ -561,7 +561,7 @@ fn collection_contradictions_report_both_codes_and_keep_the_candidates() {
     let cap = ContractCapability::validate(&c.contract(), &c.contract_ref).expect("cap");
     let mapped = Adapter::Standalone.map(&cap, &c.source);
     assert_eq!(mapped.status(), MappingStatus::Ready);
-    let mut cands = mapped.candidates.clone();
+    let mut cands = mapped.candidates().to_vec();
     assert!(check_collection(&cap, &cands).is_empty());
     // One identity, two digests.
     let ev = cands
@@ -608,7 +608,7 @@ fn collection_contradictions_report_both_codes_and_keep_the_candidates() {
         draft(ObservationType::ReconciliationRecord, "recon-early", body),
     )
     .expect("seals");
-    let r = check_collection(&cap, &[mapped.candidates[0].clone(), premature]);
+    let r = check_collection(&cap, &[mapped.candidates()[0].clone(), premature]);
     assert_eq!(
         codes(&r),
         vec![(
@@ -657,7 +657,7 @@ fn holds_are_only_for_missing_unknown_drifted_unsupported_or_lossy_input() {
             {
                 assert!(matches!(o, HostOutcome::AdapterReject(_)), "{}", c.case_id);
                 assert!(
-                    !m.candidates.is_empty(),
+                    !m.candidates().is_empty(),
                     "{}: candidates preserved",
                     c.case_id
                 );
@@ -714,7 +714,7 @@ fn helmloop_rlib() -> std::path::PathBuf {
 #[test]
 fn raw_bindings_cannot_be_sealed_and_each_compile_fail_snippet_fails_for_its_stated_reason() {
     let snippets = compile_fail_snippets();
-    assert_eq!(snippets.len(), 3, "{snippets:?}");
+    assert_eq!(snippets.len(), 4, "{snippets:?}");
     let rlib = helmloop_rlib();
     let deps = rlib.parent().expect("deps").to_path_buf();
     let dir = std::env::temp_dir().join(format!("helmloop-compile-fail-{}", std::process::id()));
