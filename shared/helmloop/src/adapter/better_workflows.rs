@@ -195,6 +195,10 @@ pub fn map(cap: &ContractCapability, source: &Value) -> MappingResult {
             c.gap(format!("{path}/stepId"));
             continue;
         }
+        if needs_step && ev.get("stepId").and_then(Value::as_str).is_none() {
+            c.hold(AdapterCode::ValueUnsupported, &format!("{path}/stepId"));
+            continue;
+        }
         if needs_occurred && !ev.contains_key("occurredAt") {
             c.gap(format!("{path}/occurredAt"));
             continue;

@@ -48,8 +48,17 @@ pub fn reduce_ready(
     context: &Value,
     owner_records: &[Value],
 ) -> ReductionResult {
-    let mut records: Vec<Value> = owner_records.to_vec();
-    records.extend(ready.candidates.iter().map(|c| c.record().clone()));
+    reduce_candidates(&ready.candidates, context, owner_records)
+}
+
+fn reduce_candidates(
+    candidates: &[Candidate],
+    context: &Value,
+    owner_records: &[Value],
+) -> ReductionResult {
+    let mut records: Vec<Value> = Vec::with_capacity(owner_records.len() + candidates.len());
+    records.extend_from_slice(owner_records);
+    records.extend(candidates.iter().map(|c| c.record().clone()));
     let mut m = Map::new();
     m.insert("protocolVersion", crate::PROTOCOL_VERSION.into());
     m.insert("context", context.clone());
@@ -88,16 +97,15 @@ pub fn evaluate(
     match mapped.status() {
         MappingStatus::Reject => HostOutcome::AdapterReject(mapped),
         MappingStatus::Hold => HostOutcome::AdapterHold(mapped),
-        MappingStatus::Ready => {
-            let kept = mapped.clone();
-            match mapped.into_ready() {
-                Ok(ready) => HostOutcome::Reduced(
-                    Box::new(reduce_ready(&ready, context, owner_records)),
-                    kept,
-                ),
-                Err(m) => HostOutcome::AdapterHold(*m),
-            }
-        }
+        // READY only: the same check `into_ready` makes, without copying the candidates.
+        MappingStatus::Ready => HostOutcome::Reduced(
+            Box::new(reduce_candidates(
+                mapped.candidates(),
+                context,
+                owner_records,
+            )),
+            mapped,
+        ),
     }
 }
 
