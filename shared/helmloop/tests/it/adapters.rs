@@ -754,3 +754,38 @@ fn raw_bindings_cannot_be_sealed_and_each_compile_fail_snippet_fails_for_its_sta
     }
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+#[test]
+fn each_mapping_identity_is_the_digest_of_its_declared_table() {
+    use lychd_helmloop::adapter::{better_workflows, standalone};
+    for (a, table, format) in [
+        (
+            Adapter::Standalone,
+            standalone::MAPPING_TABLE,
+            standalone::SOURCE_FORMAT,
+        ),
+        (
+            Adapter::BetterWorkflows,
+            better_workflows::MAPPING_TABLE,
+            better_workflows::SOURCE_FORMAT,
+        ),
+    ] {
+        let id = a.identity();
+        let parsed = parse(table.as_bytes()).expect("the mapping table is strict HL-C14N-1 JSON");
+        assert_eq!(
+            id.mapping_digest,
+            lychd_helmloop::binding_digest(&parsed).expect("digest")
+        );
+        assert_eq!(id.source_format, format);
+        assert_eq!(parsed.get("sourceFormat"), Some(&Value::from(format)));
+        assert_eq!(
+            parsed.get("label"),
+            Some(&Value::from(UNVERIFIED_OBSERVATION))
+        );
+        assert_eq!(Adapter::from_name(a.name()), Some(a));
+    }
+    assert_ne!(
+        Adapter::Standalone.identity().mapping_digest,
+        Adapter::BetterWorkflows.identity().mapping_digest
+    );
+}
