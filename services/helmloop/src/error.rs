@@ -59,7 +59,7 @@ pub mod reasons {
         DIGEST_MALFORMED = InvalidArgument;
         /// `page.page_token` is not a token this office issued
         PAGE_TOKEN_INVALID = InvalidArgument;
-        /// `adapter` names no conformance suite of this office (only `core`)
+        /// `adapter` names no conformance suite of this office (`core`, `standalone`, `better-workflows`)
         ADAPTER_UNKNOWN = InvalidArgument;
         /// no record is stored under this record type and id
         RECORD_NOT_FOUND = NotFound;

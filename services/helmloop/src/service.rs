@@ -8,6 +8,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use lychd_helmloop::adapter::Adapter;
+use lychd_helmloop::adapter::suite::AdapterReport;
 use lychd_helmloop::conformance::{Case, Report, parse_manifest};
 use lychd_helmloop::validate::{Report as ValidationReport, validate_document_with};
 use lychd_helmloop::{
@@ -28,6 +30,11 @@ use crate::store::{evaluations, records};
 /// The embedded core conformance suite.
 mod core_suite {
     include!(concat!(env!("OUT_DIR"), "/core_suite.rs"));
+}
+
+/// The embedded adapter conformance suites.
+mod adapter_suites {
+    include!(concat!(env!("OUT_DIR"), "/adapter_suites.rs"));
 }
 
 /// A bounded pool for CPU work: `workers` jobs at once on tokio's blocking threads, at most
@@ -364,6 +371,11 @@ impl Service {
     pub async fn conformance_core(&self) -> Result<Conformance> {
         self.workers.run(run_core_suite).await
     }
+
+    /// Run an embedded adapter suite, exactly as `helmloop conformance --adapter <name>` does.
+    pub async fn conformance_adapter(&self, adapter: Adapter) -> Result<Conformance> {
+        self.workers.run(move || run_adapter_suite(adapter)).await
+    }
 }
 
 /// The embedded core suite through the reducer and the oracle.
@@ -407,9 +419,55 @@ pub fn run_core_suite() -> Conformance {
     }
 }
 
+/// An embedded adapter suite: mapped, reduced through the host path, reported.
+pub fn run_adapter_suite(adapter: Adapter) -> Conformance {
+    let (manifest, cases) = match adapter {
+        Adapter::Standalone => (
+            adapter_suites::STANDALONE_MANIFEST,
+            adapter_suites::STANDALONE_CASES,
+        ),
+        Adapter::BetterWorkflows => (
+            adapter_suites::BETTER_WORKFLOWS_MANIFEST,
+            adapter_suites::BETTER_WORKFLOWS_CASES,
+        ),
+    };
+    let read = |rel: &str| {
+        cases
+            .iter()
+            .find(|(path, _)| *path == rel)
+            .map(|(_, b)| b.to_vec())
+            .ok_or_else(|| "not embedded".to_owned())
+    };
+    match AdapterReport::from_files(adapter, adapter_suites::SELECTION, manifest, &read) {
+        Ok(report) => Conformance {
+            passed: report.all_passed(),
+            total: report.results.len(),
+            failed: report.results.iter().filter(|r| !r.passed()).count(),
+            fixture_set_digest: report.selection.fixture_set_digest().render(),
+            report: report.to_json().into_bytes(),
+        },
+        Err(e) => Conformance {
+            passed: false,
+            total: 0,
+            failed: 0,
+            fixture_set_digest: String::new(),
+            report: e.to_string().into_bytes(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_adapter_suites_pass() {
+        for a in Adapter::ALL {
+            let c = run_adapter_suite(a);
+            assert!(c.total >= 20, "{}: {} cases", a.name(), c.total);
+            assert!(c.passed, "{}: {} failed", a.name(), c.failed);
+        }
+    }
 
     #[test]
     fn the_embedded_core_suite_passes() {

@@ -187,6 +187,100 @@ pub struct CaseResult {
     pub actual: ReductionResult,
     /// Every difference from the expectation (empty when the case passes).
     pub failures: Vec<String>,
+    /// The same differences, structured (what the normalized results carry).
+    pub failure_details: Vec<Failure>,
+}
+
+/// One difference between an expectation and what was returned, in a form
+/// free of source detail: which check, what was expected, what came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// `disposition`, `axes.<axis>`, `reject`, `hold`, `recordStatuses`,
+    /// `expectedCode` or `harness`.
+    pub check: String,
+    /// The expected value (empty when the check expected nothing).
+    pub expected: String,
+    /// The actual value (empty when nothing came).
+    pub actual: String,
+}
+
+impl Failure {
+    fn new(check: &str, expected: &str, actual: &str) -> Failure {
+        Failure {
+            check: check.to_owned(),
+            expected: expected.to_owned(),
+            actual: actual.to_owned(),
+        }
+    }
+
+    /// `{actual, check, expected}`.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("check", self.check.as_str().into());
+        m.insert("expected", self.expected.as_str().into());
+        m.insert("actual", self.actual.as_str().into());
+        Value::Object(m)
+    }
+}
+
+/// Compares a semantic outcome with an expectation (spec §6 oracle): exact
+/// disposition and axes, exact set equality per channel, every expected code
+/// a known code, and the harness invariants (no code in the wrong channel; a
+/// PASS has empty channels). Codes are compared as text, so adapter-scoped
+/// codes of a refused mapping compare like protocol codes. `known` says
+/// whether an expected code exists at all.
+pub fn compare_semantic(
+    e: &Expected,
+    disposition: &str,
+    axes: &[(&str, &str); 6],
+    reject: &[String],
+    hold: &[String],
+    known: &dyn Fn(&str) -> Option<Channel>,
+) -> Vec<Failure> {
+    let mut out = Vec::new();
+    if disposition != e.disposition {
+        out.push(Failure::new("disposition", &e.disposition, disposition));
+    }
+    for ((axis, want), (_, got)) in e.axes.iter().zip(axes.iter()) {
+        if want != got {
+            out.push(Failure::new(&format!("axes.{axis}"), want, got));
+        }
+    }
+    for (name, want, got) in [("reject", &e.reject, reject), ("hold", &e.hold, hold)] {
+        let got: BTreeSet<String> = got.iter().cloned().collect();
+        for c in want.difference(&got) {
+            out.push(Failure::new(name, c, ""));
+        }
+        for c in got.difference(want) {
+            out.push(Failure::new(name, "", c));
+        }
+    }
+    for c in e.reject.iter().chain(&e.hold) {
+        if known(c).is_none() {
+            out.push(Failure::new("expectedCode", c, ""));
+        }
+    }
+    if hold.iter().any(|c| known(c) == Some(Channel::Reject))
+        || reject.iter().any(|c| known(c) == Some(Channel::Hold))
+    {
+        out.push(Failure::new(
+            "harness",
+            "codes in their channel",
+            "a code in the wrong channel",
+        ));
+    }
+    if disposition == "PASS" && !(reject.is_empty() && hold.is_empty()) {
+        out.push(Failure::new(
+            "harness",
+            "PASS with empty channels",
+            "PASS with a non-empty channel",
+        ));
+    }
+    out
+}
+
+fn protocol_channel(c: &str) -> Option<Channel> {
+    ReasonCode::from_code(c).map(ReasonCode::channel)
 }
 
 impl CaseResult {
@@ -259,11 +353,40 @@ pub fn run_case(case: &Case) -> CaseResult {
     if actual.is_pass() && !(actual.reject.is_empty() && actual.hold.is_empty()) {
         failures.push("PASS with a non-empty channel".to_owned());
     }
+    let reject: Vec<String> = actual
+        .reject
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    let hold: Vec<String> = actual.hold.iter().map(|c| c.as_str().to_owned()).collect();
+    let mut failure_details = compare_semantic(
+        e,
+        actual.disposition.as_str(),
+        &actual.axes.pairs(),
+        &reject,
+        &hold,
+        &protocol_channel,
+    );
+    for (t, id, want) in &e.record_statuses {
+        let got: Vec<&str> = actual
+            .record_results
+            .iter()
+            .filter(|r| r.record_type.as_deref() == Some(t) && r.id.as_deref() == Some(id))
+            .map(|r| r.status.as_str())
+            .collect();
+        if got.is_empty() {
+            failure_details.push(Failure::new("recordStatuses", want, ""));
+        }
+        for g in got.into_iter().filter(|g| g != want) {
+            failure_details.push(Failure::new("recordStatuses", want, g));
+        }
+    }
     CaseResult {
         case_id: case.case_id.clone(),
         case_digest: case.case_digest,
         actual,
         failures,
+        failure_details,
     }
 }
 
@@ -281,32 +404,89 @@ pub fn fixture_set_digest(fixture_set_id: &str, case_digests: &[Digest]) -> Dige
     binding_digest(&Value::Object(m)).unwrap_or(Digest::from_bytes([0; 32]))
 }
 
-fn codes(v: &[ReasonCode]) -> Value {
-    Value::Array(v.iter().map(|c| Value::from(c.as_str())).collect())
+/// One normalized `helmloop-semantic-case-results/v1` entry (spec §9): the
+/// semantic case id, disposition, six axes, both actual channels and the
+/// structured failures. Nothing from the source input: no case digest, no
+/// input digest, no record identity or digest, no free text. The same
+/// semantic case reduced through core, `standalone` or `better-workflows`
+/// therefore yields the same entry.
+pub fn normalized_case_result(
+    semantic_case_id: &str,
+    disposition: &str,
+    axes: &[(&str, &str); 6],
+    reject: &[String],
+    hold: &[String],
+    failures: &[Failure],
+) -> Value {
+    let mut ax = Map::new();
+    for (k, v) in axes {
+        ax.insert(*k, (*v).into());
+    }
+    let list = |v: &[String]| Value::Array(v.iter().map(|c| Value::from(c.as_str())).collect());
+    let mut channels = Map::new();
+    channels.insert("reject", list(reject));
+    channels.insert("hold", list(hold));
+    let mut fs: Vec<Value> = failures.iter().map(Failure::to_value).collect();
+    fs.sort();
+    let mut m = Map::new();
+    m.insert("caseId", semantic_case_id.into());
+    m.insert("disposition", disposition.into());
+    m.insert("axes", Value::Object(ax));
+    m.insert("reasonCodes", Value::Object(channels));
+    m.insert("failures", Value::Array(fs));
+    m.insert("passed", failures.is_empty().into());
+    Value::Object(m)
 }
 
-/// One `helmloop-semantic-case-results/v1` entry: disposition, six axes,
-/// both actual channels and failures; no runtime-specific detail.
+/// The normalized entry of a core case (its semantic case id is its case id).
 pub fn semantic_case_result(r: &CaseResult) -> Value {
-    let mut axes = Map::new();
-    for (k, v) in r.actual.axes.pairs() {
-        axes.insert(k, v.into());
-    }
-    let mut channels = Map::new();
-    channels.insert("reject", codes(&r.actual.reject));
-    channels.insert("hold", codes(&r.actual.hold));
-    let mut m = Map::new();
-    m.insert("caseId", r.case_id.as_str().into());
-    m.insert("caseDigest", r.case_digest.render().into());
-    m.insert("disposition", r.actual.disposition.as_str().into());
-    m.insert("axes", Value::Object(axes));
-    m.insert("reasonCodes", Value::Object(channels));
-    m.insert(
-        "failures",
-        Value::Array(r.failures.iter().map(|f| Value::from(f.as_str())).collect()),
-    );
-    m.insert("passed", r.passed().into());
-    Value::Object(m)
+    let reject: Vec<String> = r
+        .actual
+        .reject
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    let hold: Vec<String> = r
+        .actual
+        .hold
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    normalized_case_result(
+        &r.case_id,
+        r.actual.disposition.as_str(),
+        &r.actual.axes.pairs(),
+        &reject,
+        &hold,
+        &r.failure_details,
+    )
+}
+
+/// The normalized `helmloop-semantic-case-results/v1` document `{format,
+/// fixtureSetId, fixtureSetDigest, cases}` (entries sorted by case id) and its
+/// binding digest: the results digest portability receipts compare (§9).
+pub fn normalized_results(
+    fixture_set_id: &str,
+    fixture_set_digest: &Digest,
+    mut entries: Vec<Value>,
+) -> (Value, Digest) {
+    entries.sort_by(|a, b| {
+        let id = |v: &Value| {
+            v.get("caseId")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        cmp_utf16(&id(a), &id(b))
+    });
+    let mut semantic = Map::new();
+    semantic.insert("format", SEMANTIC_CASE_RESULTS.into());
+    semantic.insert("fixtureSetId", fixture_set_id.into());
+    semantic.insert("fixtureSetDigest", fixture_set_digest.render().into());
+    semantic.insert("cases", Value::Array(entries));
+    let semantic = Value::Object(semantic);
+    let digest = binding_digest(&semantic).unwrap_or(Digest::from_bytes([0; 32]));
+    (semantic, digest)
 }
 
 /// A conformance report.
@@ -353,12 +533,19 @@ impl Report {
 
     /// The report value.
     pub fn to_value(&self) -> Value {
-        let cases: Vec<Value> = self.results.iter().map(semantic_case_result).collect();
-        let mut semantic = Map::new();
-        semantic.insert("format", SEMANTIC_CASE_RESULTS.into());
-        semantic.insert("fixtureSetId", self.fixture_set_id.as_str().into());
-        semantic.insert("cases", Value::Array(cases));
-        let semantic = Value::Object(semantic);
+        let entries: Vec<Value> = self.results.iter().map(semantic_case_result).collect();
+        let (semantic, semantic_digest) =
+            normalized_results(&self.fixture_set_id, &self.fixture_set_digest, entries);
+        let case_digests: Vec<Value> = self
+            .results
+            .iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("caseId", r.case_id.as_str().into());
+                m.insert("caseDigest", r.case_digest.render().into());
+                Value::Object(m)
+            })
+            .collect();
         let passed = self.results.iter().filter(|r| r.passed()).count();
         let mut summary = Map::new();
         summary.insert("total", int(self.results.len()));
@@ -374,13 +561,8 @@ impl Report {
         m.insert("portabilityEligible", false.into());
         m.insert("fixtureSetId", self.fixture_set_id.as_str().into());
         m.insert("fixtureSetDigest", self.fixture_set_digest.render().into());
-        m.insert(
-            "semanticCaseResultsDigest",
-            binding_digest(&semantic)
-                .map(|d| d.render())
-                .unwrap_or_default()
-                .into(),
-        );
+        m.insert("semanticCaseResultsDigest", semantic_digest.render().into());
+        m.insert("cases", Value::Array(case_digests));
         m.insert("semanticCaseResults", semantic);
         m.insert("summary", Value::Object(summary));
         m.insert(

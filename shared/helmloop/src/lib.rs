@@ -15,11 +15,13 @@
 //! assert_eq!(d, digest_json(Domain::Record, br#"{"a":1}"#).unwrap());
 //! ```
 
+pub mod adapter;
 mod canon;
 pub mod conformance;
 mod digest;
 mod error;
 mod parse;
+pub mod portability;
 pub mod reduce;
 pub mod schema;
 mod structural;

@@ -4,7 +4,9 @@
 //! helmloop digest [--domain record|binding] [--canonical] FILE|-
 //! helmloop validate <record-or-bundle.json>
 //! helmloop reduce <evaluation-input.json>
-//! helmloop conformance --adapter core [--fixtures DIR]
+//! helmloop conformance --adapter core [--selection] [--fixtures DIR]
+//! helmloop conformance --adapter standalone|better-workflows [--fixtures DIR]
+//! helmloop portability <runtime-receipts.json>
 //! ```
 //!
 //! Exit 0 on success; 1 on invalid input, with the error code as the first word
@@ -14,6 +16,8 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use lychd_helmloop::adapter::Adapter;
+use lychd_helmloop::adapter::suite::{AdapterReport, Selection};
 use lychd_helmloop::validate::validate_document;
 use lychd_helmloop::{DEFAULT_MAX_BYTES, Domain, Omit, ParseOptions, canonicalize_with};
 
@@ -28,7 +32,6 @@ struct Cli {
     command: Command,
 }
 
-// `portability` joins this enum when it exists.
 #[derive(Subcommand)]
 enum Command {
     /// Print the record (default) or binding digest of a JSON document, or its canonical bytes.
@@ -58,19 +61,33 @@ enum Command {
     /// Run a conformance suite and print its fixture-evidence report. Exit 0 only when every
     /// case passes.
     Conformance {
-        /// Which suite: only `core` exists in this crate.
+        /// Which suite: `core`, `standalone` or `better-workflows`.
         #[arg(long, value_enum)]
         adapter: AdapterArg,
-        /// Fixture directory holding `manifest.json` and `cases/` (default: the repository's
-        /// `fixtures/helmloop/core`, located from this crate's source directory at build time).
+        /// With `core`: run only the semantic cases the adapters share (the selection in
+        /// `fixtures/helmloop/adapters/selection.json`), reported under its fixture set.
+        #[arg(long)]
+        selection: bool,
+        /// Fixture directory (default: the repository's `fixtures/helmloop/core`, or
+        /// `fixtures/helmloop/adapters` for an adapter, located from this crate's source
+        /// directory at build time).
         #[arg(long)]
         fixtures: Option<std::path::PathBuf>,
+    },
+    /// Run the portability gate (spec §9) over `{acceptancePolicy, evaluatedAt, receipts,
+    /// registry}` and print its report. Exit 0 only when the gate passes; otherwise exit 1 with
+    /// the first failed rule's code first on stderr.
+    Portability {
+        /// Input file, or `-` for standard input.
+        file: String,
     },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum AdapterArg {
     Core,
+    Standalone,
+    BetterWorkflows,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -103,7 +120,22 @@ fn main() -> ExitCode {
         } => digest(domain, canonical, &file),
         Command::Validate { file } => validate(&file),
         Command::Reduce { file } => reduce(&file),
-        Command::Conformance { adapter, fixtures } => conformance(adapter, fixtures),
+        Command::Conformance {
+            adapter: AdapterArg::Core,
+            selection,
+            fixtures,
+        } => conformance(selection, fixtures),
+        Command::Conformance {
+            adapter: AdapterArg::Standalone,
+            fixtures,
+            ..
+        } => adapter_conformance(Adapter::Standalone, fixtures),
+        Command::Conformance {
+            adapter: AdapterArg::BetterWorkflows,
+            fixtures,
+            ..
+        } => adapter_conformance(Adapter::BetterWorkflows, fixtures),
+        Command::Portability { file } => portability(&file),
     }
 }
 
@@ -205,9 +237,35 @@ fn default_fixtures() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/helmloop/core")
 }
 
-fn conformance(adapter: AdapterArg, fixtures: Option<std::path::PathBuf>) -> ExitCode {
+fn default_adapter_fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/helmloop/adapters")
+}
+
+fn read_file(path: &std::path::Path) -> Result<Vec<u8>, ExitCode> {
+    std::fs::read(path).map_err(|e| {
+        eprintln!("IO_ERROR cannot read {}: {e}", path.display());
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+fn conformance(selection: bool, fixtures: Option<std::path::PathBuf>) -> ExitCode {
     use lychd_helmloop::conformance::{Case, Report, parse_manifest};
-    let AdapterArg::Core = adapter;
+    let selected = if selection {
+        let path = default_adapter_fixtures().join("selection.json");
+        let bytes = match read_file(&path) {
+            Ok(b) => b,
+            Err(code) => return code,
+        };
+        match Selection::parse(&bytes) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    } else {
+        None
+    };
     let dir = fixtures.unwrap_or_else(default_fixtures);
     let manifest_path = dir.join("manifest.json");
     let manifest = match std::fs::read(&manifest_path) {
@@ -217,15 +275,26 @@ fn conformance(adapter: AdapterArg, fixtures: Option<std::path::PathBuf>) -> Exi
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let (set_id, entries) = match parse_manifest(&manifest) {
+    let (mut set_id, mut entries) = match parse_manifest(&manifest) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    let mut cases = Vec::new();
     let mut errors = Vec::new();
+    if let Some(sel) = &selected {
+        for (id, digest) in &sel.cases {
+            if !entries.iter().any(|(c, _, d)| c == id && d == digest) {
+                errors.push(format!(
+                    "{id}: selected case not in the core manifest with that digest"
+                ));
+            }
+        }
+        entries.retain(|(c, _, _)| sel.cases.iter().any(|(s, _)| s == c));
+        set_id = sel.fixture_set_id.clone();
+    }
+    let mut cases = Vec::new();
     for (case_id, rel, digest) in entries {
         let path = dir.join(&rel);
         let case = std::fs::read(&path)
@@ -253,6 +322,63 @@ fn conformance(adapter: AdapterArg, fixtures: Option<std::path::PathBuf>) -> Exi
         "CONFORMANCE_FAILED {failed} of {} case(s) failed, {} fixture error(s)",
         report.results.len(),
         report.fixture_errors.len()
+    );
+    finish(written, ExitCode::from(EXIT_INVALID))
+}
+
+fn adapter_conformance(adapter: Adapter, fixtures: Option<std::path::PathBuf>) -> ExitCode {
+    let dir = fixtures.unwrap_or_else(default_adapter_fixtures);
+    let (selection, manifest) = match (
+        read_file(&dir.join("selection.json")),
+        read_file(&dir.join(adapter.name()).join("manifest.json")),
+    ) {
+        (Ok(s), Ok(m)) => (s, m),
+        (Err(code), _) | (_, Err(code)) => return code,
+    };
+    let cases = dir.join(adapter.name());
+    let read = |rel: &str| std::fs::read(cases.join(rel)).map_err(|e| e.to_string());
+    let report = match AdapterReport::from_files(adapter, &selection, &manifest, &read) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{}", report.to_json()).and_then(|()| stdout.flush());
+    if report.all_passed() {
+        return finish(written, ExitCode::SUCCESS);
+    }
+    let failed = report.results.iter().filter(|r| !r.passed()).count();
+    eprintln!(
+        "CONFORMANCE_FAILED {failed} of {} case(s) failed, {} fixture error(s)",
+        report.results.len(),
+        report.fixture_errors.len()
+    );
+    finish(written, ExitCode::from(EXIT_INVALID))
+}
+
+fn portability(file: &str) -> ExitCode {
+    let input = match read_input(file) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let report = match lychd_helmloop::portability::gate_bytes(&input) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "{}", report.to_json()).and_then(|()| stdout.flush());
+    if report.passed() {
+        return finish(written, ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "{} portability gate failed ({} qualifying receipt(s))",
+        report.first_code().unwrap_or("PORTABILITY_FAILED"),
+        report.qualifying().len()
     );
     finish(written, ExitCode::from(EXIT_INVALID))
 }

@@ -179,15 +179,20 @@ pub fn domain(d: i32) -> Result<Domain> {
     }
 }
 
-/// `RunConformance`: the adapter (only `core` exists).
-pub fn adapter(s: &str) -> Result<()> {
+/// `RunConformance`: the suite (`core` is `None`; `standalone` and `better-workflows` name
+/// their adapter).
+pub fn adapter(s: &str) -> Result<Option<lychd_helmloop::adapter::Adapter>> {
     match s {
-        "core" => Ok(()),
-        _ => Err(HelmLoopError::invalid(
-            "adapter",
-            reasons::ADAPTER_UNKNOWN,
-            "only the core suite is embedded",
-        )),
+        "core" => Ok(None),
+        _ => lychd_helmloop::adapter::Adapter::from_name(s)
+            .map(Some)
+            .ok_or_else(|| {
+                HelmLoopError::invalid(
+                    "adapter",
+                    reasons::ADAPTER_UNKNOWN,
+                    "is not core, standalone or better-workflows",
+                )
+            }),
     }
 }
 

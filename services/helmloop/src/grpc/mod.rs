@@ -292,11 +292,15 @@ impl HelmLoop for HelmLoopService {
         &self,
         request: Request<pb::RunConformanceRequest>,
     ) -> Result<Response<pb::RunConformanceResponse>, Status> {
-        convert::adapter(&request.get_ref().adapter).map_err(err)?;
+        let suite = convert::adapter(&request.get_ref().adapter).map_err(err)?;
         self.ctx
             .authorize(&request, actions::CHECK, OFFICE_OBJECT)
             .await?;
-        let run = self.service.conformance_core().await.map_err(err)?;
+        let run = match suite {
+            None => self.service.conformance_core().await,
+            Some(adapter) => self.service.conformance_adapter(adapter).await,
+        }
+        .map_err(err)?;
         Ok(Response::new(pb::RunConformanceResponse {
             passed: run.passed,
             total: u32::try_from(run.total).unwrap_or(u32::MAX),

@@ -179,7 +179,7 @@ async fn append_then_reduce_stored_equals_inline_reduce_on_every_storable_core_c
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn run_conformance_core_passes_and_an_unknown_adapter_is_refused() {
+async fn run_conformance_core_and_both_adapters_pass_and_an_unknown_adapter_is_refused() {
     let mut s = stack().await;
     let run = s
         .client
@@ -200,10 +200,36 @@ async fn run_conformance_core_passes_and_an_unknown_adapter_is_refused() {
         report.get("fixtureSetDigest").and_then(Value::as_str),
         Some(run.fixture_set_digest.as_str())
     );
+    // Both adapter suites: the shared selection, reduced through the host path.
+    for adapter in ["standalone", "better-workflows"] {
+        let run = s
+            .client
+            .run_conformance(pb::RunConformanceRequest {
+                adapter: adapter.into(),
+            })
+            .await
+            .expect("adapter conformance")
+            .into_inner();
+        assert!(
+            run.passed,
+            "{adapter}: {} of {} failed",
+            run.failed, run.total
+        );
+        let report = lychd_helmloop::parse(&run.report).expect("report is JSON");
+        assert_eq!(report.get("adapter").and_then(Value::as_str), Some(adapter));
+        assert_eq!(
+            report.get("evidenceClass").and_then(Value::as_str),
+            Some("fixture")
+        );
+        assert_eq!(
+            report.get("fixtureSetDigest").and_then(Value::as_str),
+            Some(run.fixture_set_digest.as_str())
+        );
+    }
     let refused = s
         .client
         .run_conformance(pb::RunConformanceRequest {
-            adapter: "standalone".into(),
+            adapter: "nonsense".into(),
         })
         .await
         .expect_err("unknown adapter");

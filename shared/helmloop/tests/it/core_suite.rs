@@ -368,7 +368,7 @@ fn cli_conformance_exits_1_when_a_case_fails_and_2_on_usage_errors() {
     std::fs::remove_dir_all(&dir).expect("clean up");
     for args in [
         &["conformance"][..],
-        &["conformance", "--adapter", "standalone"],
+        &["conformance", "--adapter", "nonsense"],
         &[
             "conformance",
             "--adapter",

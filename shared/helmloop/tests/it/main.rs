@@ -1,8 +1,10 @@
 //! Integration tests of the HelmLoop core (one test binary: link once).
 
+mod adapters;
 mod cli;
 mod core_suite;
 mod fuzz_corpus;
+mod portability;
 mod props;
 mod records;
 mod reduce_props;
