@@ -2,8 +2,12 @@
 //! Port and Privilege Boundary"). The intent carries logical animator identities only; the
 //! actuator answers with a typed outcome. Here: the `simulated` actuator, which drives the
 //! simulated host's control API (`lychd_simllama::SimHost`): stop each evictee, then start
-//! each launch target, each call bounded by the transition's deadline. (The `systemd` and
-//! `host-reactor` actuators come behind the same port.)
+//! each launch target, each call bounded by the transition's deadline. Behind the same port:
+//! [`systemd`] (generated user units through an attested `systemctl`, under the lifecycle
+//! [`lock`]) and the `host-reactor` producer (`reactor::producer`).
+
+pub mod lock;
+pub mod systemd;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -22,8 +26,14 @@ pub enum Applied {
     /// Refused before any effect: nothing on the host changed.
     NoEffect,
     /// Something may have changed; what is unknown (a step failed or timed out after the
-    /// first was submitted).
+    /// first was submitted). The transition compensates.
     Uncertain,
+    /// The host proved the exact expected pre-world after a failed step (its own bounded
+    /// inverse, or nothing changed): nothing is left to compensate.
+    Restored,
+    /// The host could prove neither world after its one bounded inverse (or cannot classify
+    /// claimed work): contain at once, no further attempt.
+    Contained,
 }
 
 impl Applied {
@@ -32,6 +42,8 @@ impl Applied {
             Applied::Applied => "APPLIED",
             Applied::NoEffect => "NO_EFFECT",
             Applied::Uncertain => "UNCERTAIN",
+            Applied::Restored => "RESTORED",
+            Applied::Contained => "CONTAINED",
         }
     }
 }
@@ -125,4 +137,26 @@ impl Actuator for Unconfigured {
     async fn apply(&self, _intent: &TransitionIntent, _deadline: Instant) -> Applied {
         Applied::NoEffect
     }
+}
+
+/// The actuator `[office.actuator]` chose (refused start-up, naming the field, when its
+/// `systemctl` fails attestation or its spool is unsafe).
+pub fn build(settings: &crate::config::Settings) -> anyhow::Result<std::sync::Arc<dyn Actuator>> {
+    use std::sync::Arc;
+    if let Some(endpoint) = &settings.simulated_host {
+        let sim = Simulated::new(endpoint)
+            .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?;
+        return Ok(Arc::new(sim));
+    }
+    if let Some(sd) = &settings.systemd {
+        let actuator = systemd::Systemd::new(&sd.systemctl, &sd.lock_file)
+            .map_err(|e| anyhow::anyhow!("office.actuator.systemctl {e}"))?;
+        return Ok(Arc::new(actuator));
+    }
+    if let Some(hr) = &settings.host_reactor {
+        let producer = crate::reactor::producer::HostReactor::new(&hr.spool, hr.claim_deadline)
+            .map_err(|e| anyhow::anyhow!("office.actuator.spool {e}"))?;
+        return Ok(Arc::new(producer));
+    }
+    Ok(Arc::new(Unconfigured))
 }
