@@ -210,8 +210,9 @@ impl Systemd {
     }
 
     /// One stop transaction for the evictees, then one start transaction for the launch
-    /// targets (skipped when the stop failed). Exit statuses prove nothing: the caller reads
-    /// back. Whether any call reached systemd.
+    /// targets. Exit statuses prove nothing: after a stop that did not exit 0, the start is
+    /// submitted only when a readback shows every evictee stopped. Whether any call reached
+    /// systemd.
     async fn transact(&self, intent: &TransitionIntent, until: Instant) -> bool {
         let mut reached = false;
         for (verb, set) in [("stop", &intent.evict), ("start", &intent.launch)] {
@@ -226,6 +227,17 @@ impl Systemd {
             args.extend(set.iter().map(|a| target_unit(a)));
             match self.run(&args, until).await {
                 Ok((0, _)) => reached = true,
+                Ok(_) if verb == "stop" => {
+                    reached = true;
+                    let stopped = self
+                        .settled(set, until)
+                        .await
+                        .and_then(|w| host_active(set, &w))
+                        .is_some_and(|a| a.is_empty());
+                    if !stopped {
+                        return true;
+                    }
+                }
                 Ok(_) | Err(CallFailure::Unfinished) => return true,
                 Err(CallFailure::Spawn) => return reached,
             }

@@ -7,8 +7,8 @@
 //! `ActiveState=`), `list-jobs` (one line per unit with a pending job), `start`/`stop
 //! --job-mode=fail -- TARGETS`. A started `lychd-animator-<a>.target` activates the target and its
 //! service and, with `simhost`, starts unit `<a>` of the simulated host (`POST /units/<a>/start`);
-//! stopping does the reverse. A unit named in `fail` fails its start and stop (exit 1; a failed
-//! start leaves the service `failed`). `exit` replaces every mutation's exit status (the effects
+//! stopping does the reverse. A unit named in `fail` fails its start (exit 1, the service left
+//! `failed`), one in `fail_stop` its stop (exit 1, nothing changes). `exit` replaces every mutation's exit status (the effects
 //! still happen); `hang_ms` sleeps after a mutation's effects (a job that outlives its caller).
 
 use std::collections::BTreeMap;
@@ -26,9 +26,12 @@ struct State {
     /// Units with a pending job.
     #[serde(default)]
     jobs: Vec<String>,
-    /// Targets whose start and stop fail.
+    /// Targets whose start fails.
     #[serde(default)]
     fail: Vec<String>,
+    /// Targets whose stop fails.
+    #[serde(default)]
+    fail_stop: Vec<String>,
     /// The exit status of every mutation (effects still applied).
     #[serde(default)]
     exit: Option<u8>,
@@ -133,7 +136,8 @@ fn main() -> ExitCode {
                     continue;
                 }
                 let service = format!("lychd-animator-{a}.service");
-                let mut ok = !state.fail.contains(unit);
+                let failing = if start { &state.fail } else { &state.fail_stop };
+                let mut ok = !failing.contains(unit);
                 if ok && let Some(host) = &state.simhost {
                     let verb = if start { "start" } else { "stop" };
                     ok = post(host, &format!("/units/{a}/{verb}"));
