@@ -394,6 +394,25 @@ mod tests {
     const B: &str = "[[office.animators]]\nname = \"b\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\nendpoint = \"http://127.0.0.1:2\"\ndedicated = true\n";
 
     #[test]
+    fn the_shipped_path_unit_starts_the_one_shot_consumer_on_a_published_intent() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
+        let path = std::fs::read_to_string(dir.join("lychd-reactor.path")).expect("path unit");
+        assert!(path.contains("PathExistsGlob=%h/.local/state/lychd/reactor/inbox/*.json"));
+        assert!(path.contains("Unit=lychd-reactor.service"));
+        let service =
+            std::fs::read_to_string(dir.join("lychd-reactor.service")).expect("service unit");
+        assert!(service.contains("Type=oneshot"));
+        assert!(service.contains("lychd-orchestrator reactor consume --config "));
+        assert!(service.contains("SuccessExitStatus=75"));
+        // The commented deployment example names the same spool the path unit watches.
+        let example = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/orchestrator.toml"),
+        )
+        .expect("example");
+        assert!(example.contains("# spool = \"/home/lychd/.local/state/lychd/reactor\""));
+    }
+
+    #[test]
     fn the_deploy_example_compiles() {
         let file =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/orchestrator.toml");

@@ -177,9 +177,9 @@ pub struct Spool {
     pub journal: PathBuf,
 }
 
-/// Create `dir` owner-only when missing; it must be a real directory owned by the caller
-/// that neither group nor others may use.
-fn owner_only_dir(dir: &Path) -> Result<(), String> {
+/// Create `dir` owner-only when missing; it must be a real directory owned by the caller and,
+/// when `private`, one that neither group nor others may use.
+fn owner_only_dir(dir: &Path, private: bool) -> Result<(), String> {
     if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(dir)
         && e.kind() != std::io::ErrorKind::AlreadyExists
     {
@@ -196,22 +196,23 @@ fn owner_only_dir(dir: &Path) -> Result<(), String> {
     if meta.uid() != nix::unistd::geteuid().as_raw() {
         return Err(format!("{}: must be owned by the caller", dir.display()));
     }
-    if meta.mode() & 0o077 != 0 {
+    if private && meta.mode() & 0o077 != 0 {
         return Err(format!("{}: must be owner-only (0700)", dir.display()));
     }
     Ok(())
 }
 
 impl Spool {
-    /// Open (creating when missing) the spool at `root`.
+    /// Open (creating when missing) the spool at `root` (the caller's own directory; the
+    /// inbox and the journal in it owner-only).
     pub fn open(root: &Path) -> Result<Spool, String> {
-        owner_only_dir(root)?;
+        owner_only_dir(root, false)?;
         let spool = Spool {
             inbox: root.join("inbox"),
             journal: root.join("journal"),
         };
-        owner_only_dir(&spool.inbox)?;
-        owner_only_dir(&spool.journal)?;
+        owner_only_dir(&spool.inbox, true)?;
+        owner_only_dir(&spool.journal, true)?;
         Ok(spool)
     }
 
