@@ -408,23 +408,41 @@ async fn an_interrupted_acquisition_is_rejected_without_effect() {
     assert!(s.host.mutations().is_empty());
 }
 
-#[tokio::test]
-async fn the_rite_runs_end_to_end_through_the_reactor_with_the_fake_systemctl() {
-    use lychd_proto::orchestrator::v1 as pb;
-
+/// The three-animator stack of the transition tests, actuated by `kind` (`host-reactor` with a
+/// path unit running the consumer, or `systemd`) against a fake host mirroring onto the
+/// simulated one.
+async fn actuated_stack(
+    kind: &str,
+    knobs: &str,
+) -> (crate::common::Stack, FakeHost, Option<PathUnit>) {
     use crate::common::{stack_actuated, three};
     let fake = FakeHost::new(&["a", "b", "c"], &["b"]);
     let mut consumer = None;
-    let s = stack_actuated(&three(true), "warmup_timeout_ms = 15000\n", |host, registry| {
+    let s = stack_actuated(&three(true), knobs, |host, registry| {
         fake.mirror(&host.control_endpoint());
         consumer = Some(fake.consumer_config(registry, None));
-        format!(
-            "[office.actuator]\nkind = \"host-reactor\"\nspool = \"{}\"\nclaim_deadline_ms = 10000\n",
-            fake.spool.display()
-        )
+        match kind {
+            "systemd" => format!(
+                "[office.actuator]\nkind = \"systemd\"\nsystemctl = \"{}\"\nlock_file = \"{}\"\n",
+                fake.systemctl.display(),
+                fake.lock.display()
+            ),
+            _ => format!(
+                "[office.actuator]\nkind = \"host-reactor\"\nspool = \"{}\"\nclaim_deadline_ms = 10000\n",
+                fake.spool.display()
+            ),
+        }
     })
     .await;
-    let _unit = PathUnit::start(fake.inbox(), consumer.expect("consumer config"));
+    let unit = (kind != "systemd")
+        .then(|| PathUnit::start(fake.inbox(), consumer.expect("consumer config")));
+    (s, fake, unit)
+}
+
+#[tokio::test]
+async fn the_rite_runs_end_to_end_through_the_reactor_with_the_fake_systemctl() {
+    use lychd_proto::orchestrator::v1 as pb;
+    let (s, fake, _unit) = actuated_stack("host-reactor", "warmup_timeout_ms = 15000\n").await;
     let o = s.transition("a:chat:m", 50, None).await.expect("hard swap");
     assert_eq!(o.phase(), pb::TransitionPhase::Completed, "{o:?}");
     assert!(s.host.ready("a").await && !s.host.running("b").await);
@@ -445,4 +463,58 @@ async fn the_rite_runs_end_to_end_through_the_reactor_with_the_fake_systemctl() 
     assert!(s.host.ready("a").await && !s.host.running("c").await);
     assert_eq!(s.open_closures("a").await + s.open_closures("c").await, 0);
     assert!(s.containments().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_runtime_that_never_warms_is_compensated_through_the_reactor() {
+    use lychd_proto::orchestrator::v1 as pb;
+    use lychd_testkit::simllama::UnitFaults;
+    let (s, fake, _unit) = actuated_stack("host-reactor", "warmup_timeout_ms = 2500\n").await;
+    s.host
+        .set_faults(
+            "a",
+            UnitFaults {
+                partial_start: true,
+                ..UnitFaults::default()
+            },
+        )
+        .await;
+    let o = s.transition("a:chat:m", 50, None).await.expect("answered");
+    assert_eq!(o.phase(), pb::TransitionPhase::FailedRestored, "{o:?}");
+    assert_eq!(o.detail, "VERIFICATION_TIMEOUT");
+    // The forward completed on the host; its exact inverse was accepted and applied.
+    for f in ["forward.completed", "compensation.completed"] {
+        assert!(
+            journal_has(&fake, &format!("{}-{f}.json", o.transition_id)),
+            "{f}"
+        );
+    }
+    assert_eq!(fake.active(), ["b"]);
+    assert!(s.host.ready("b").await && !s.host.running("a").await);
+    assert_eq!(s.open_closures("a").await + s.open_closures("b").await, 0);
+}
+
+#[tokio::test]
+async fn the_rite_runs_end_to_end_through_the_systemd_actuator() {
+    use lychd_proto::orchestrator::v1 as pb;
+    let (s, fake, _) = actuated_stack("systemd", "warmup_timeout_ms = 15000\n").await;
+    let o = s.transition("a:chat:m", 50, None).await.expect("hard swap");
+    assert_eq!(o.phase(), pb::TransitionPhase::Completed, "{o:?}");
+    assert!(s.host.ready("a").await && !s.host.running("b").await);
+    assert_eq!(
+        fake.mutations(),
+        [
+            "stop --job-mode=fail -- lychd-animator-b.target",
+            "start --job-mode=fail -- lychd-animator-a.target",
+        ]
+    );
+    // The lock held by someone else: a no-effect decline, admission reopened.
+    let held =
+        lychd_orchestrator::actuator::lock::LifecycleLock::acquire(&fake.lock).expect("held");
+    let o = s.transition("c:chat:m", 50, None).await.expect("answered");
+    assert_eq!(o.phase(), pb::TransitionPhase::DeclinedNoEffect, "{o:?}");
+    assert_eq!(o.detail, "ACTUATOR_NO_EFFECT");
+    drop(held);
+    assert_eq!(fake.mutations().len(), 2);
+    assert_eq!(s.open_closures("a").await + s.open_closures("c").await, 0);
 }
