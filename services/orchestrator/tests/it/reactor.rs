@@ -469,7 +469,7 @@ async fn the_rite_runs_end_to_end_through_the_reactor_with_the_fake_systemctl() 
 async fn a_runtime_that_never_warms_is_compensated_through_the_reactor() {
     use lychd_proto::orchestrator::v1 as pb;
     use lychd_testkit::simllama::UnitFaults;
-    let (s, fake, _unit) = actuated_stack("host-reactor", "warmup_timeout_ms = 2500\n").await;
+    let (s, fake, _unit) = actuated_stack("host-reactor", "warmup_timeout_ms = 4000\n").await;
     s.host
         .set_faults(
             "a",
@@ -517,4 +517,34 @@ async fn the_rite_runs_end_to_end_through_the_systemd_actuator() {
     drop(held);
     assert_eq!(fake.mutations().len(), 2);
     assert_eq!(s.open_closures("a").await + s.open_closures("c").await, 0);
+}
+
+#[tokio::test]
+async fn the_units_command_writes_the_generated_graph_and_bad_usage_is_refused() {
+    let h = FakeHost::new(&["a"], &[]);
+    let config = h.consumer_config(
+        &registry(&["a", "b"], |_| "http://127.0.0.1:9".into()),
+        None,
+    );
+    let out = h.dir.path().join("units");
+    let done = tokio::process::Command::new(crate::host::OFFICE_BIN)
+        .args(["units", "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .await
+        .expect("units");
+    assert!(done.status.success());
+    let b = std::fs::read_to_string(out.join("lychd-animator-b.target")).expect("b");
+    assert!(b.contains("Conflicts=lychd-animator-a.target"), "{b}");
+    assert!(
+        out.join("lychd-animator-a.service.d/10-lychd-animator.conf")
+            .is_file()
+    );
+    let (code, _) = run(&config, "bogus").await;
+    assert_eq!(code, 2);
+    let missing = h.dir.path().join("missing.toml");
+    let (code, _) = consume(&missing).await;
+    assert_eq!(code, 1, "a configuration that does not load refuses to run");
 }
