@@ -160,3 +160,40 @@ pub fn build(settings: &crate::config::Settings) -> anyhow::Result<std::sync::Ar
     }
     Ok(Arc::new(Unconfigured))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use lychd_runtime::Office;
+    use lychd_runtime::config::OfficeConfig;
+
+    use super::*;
+
+    fn settings(dir: &Path, actuator: &str) -> crate::config::Settings {
+        let p = dir.join("orchestrator.toml");
+        std::fs::write(&p, format!("[office.actuator]\n{actuator}")).expect("write");
+        let cfg = OfficeConfig::load(Office::Orchestrator, Some(&p), Vec::new()).expect("cfg");
+        crate::config::load(&cfg).expect("settings")
+    }
+
+    #[test]
+    fn an_unattested_systemctl_or_an_unsafe_spool_refuses_start_up_naming_the_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = settings(
+            dir.path(),
+            "kind = \"systemd\"\nsystemctl = \"/nonexistent/systemctl\"\n",
+        );
+        let e = build(&s).err().expect("refused").to_string();
+        assert!(e.starts_with("office.actuator.systemctl"), "{e}");
+        let spool = dir.path().join("spool");
+        std::fs::create_dir(&spool).expect("mkdir");
+        std::os::unix::fs::symlink(dir.path(), spool.join("inbox")).expect("link");
+        let s = settings(
+            dir.path(),
+            &format!("kind = \"host-reactor\"\nspool = \"{}\"\n", spool.display()),
+        );
+        let e = build(&s).err().expect("refused").to_string();
+        assert!(e.starts_with("office.actuator.spool"), "{e}");
+    }
+}

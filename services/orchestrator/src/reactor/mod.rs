@@ -338,6 +338,29 @@ mod tests {
     }
 
     #[test]
+    fn a_spool_is_created_owner_only_and_an_open_inbox_or_a_linked_journal_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().join("spool");
+        let spool = Spool::open(&root).expect("created");
+        let mode = std::fs::metadata(&spool.inbox)
+            .expect("inbox")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::set_permissions(&spool.inbox, std::fs::Permissions::from_mode(0o733))
+            .expect("chmod");
+        let e = Spool::open(&root).expect_err("open inbox");
+        assert!(e.contains("owner-only"), "{e}");
+        std::fs::set_permissions(&spool.inbox, std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        std::fs::remove_dir(&spool.journal).expect("rmdir");
+        std::os::unix::fs::symlink(dir.path(), &spool.journal).expect("link");
+        let e = Spool::open(&root).expect_err("linked journal");
+        assert!(e.contains("not a link"), "{e}");
+    }
+
+    #[test]
     fn publication_never_replaces_and_reads_refuse_links_and_wrong_modes() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tmp");
