@@ -110,7 +110,9 @@ async fn main() {
     let base50 = p(base.clone(), 0.5);
 
     // 2. The systemd actuator, direct.
-    let sd = Systemd::new(&fake.systemctl, &fake.lock).expect("attested");
+    let sd = Systemd::new(&fake.systemctl, &fake.lock)
+        .expect("attested")
+        .with_sources(&host::graph_of(&["a", "b"]));
     let mut direct = Vec::new();
     let calls_before = fake.log().len();
     for i in 0..N {

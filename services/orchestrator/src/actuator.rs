@@ -150,7 +150,8 @@ pub fn build(settings: &crate::config::Settings) -> anyhow::Result<std::sync::Ar
     }
     if let Some(sd) = &settings.systemd {
         let actuator = systemd::Systemd::new(&sd.systemctl, &sd.lock_file)
-            .map_err(|e| anyhow::anyhow!("office.actuator.systemctl {e}"))?;
+            .map_err(|e| anyhow::anyhow!("office.actuator.systemctl {e}"))?
+            .with_sources(&settings.graph);
         return Ok(Arc::new(actuator));
     }
     if let Some(hr) = &settings.host_reactor {

@@ -23,6 +23,7 @@ use crate::domain::host::{
     HostWorld, Readback, classify, combine, host_active, service_unit, target_unit,
 };
 use crate::domain::intent::{Operation, TransitionIntent};
+use lychd_registry::conflict::ConflictGraph;
 
 /// Bound of one read-only `systemctl` query (`show`, `list-jobs`).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,6 +57,9 @@ pub struct Systemd {
     systemctl: PathBuf,
     identity: (u64, u64),
     lock_file: PathBuf,
+    /// The generated unit sources (path relative to the unit directory → text), when the
+    /// loaded ones are attested against them.
+    sources: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Attest a host tool: an absolute path resolving to an executable regular file owned by root
@@ -103,7 +107,20 @@ impl Systemd {
             systemctl,
             identity,
             lock_file: lock_file.to_owned(),
+            sources: None,
         })
+    }
+
+    /// Attest, before every application, that each animator's loaded target and its
+    /// service's drop-in are byte for byte the ones generated from `graph`.
+    pub fn with_sources(mut self, graph: &ConflictGraph) -> Systemd {
+        self.sources = Some(
+            crate::domain::units::generate(graph)
+                .into_iter()
+                .map(|f| (f.path, f.text))
+                .collect(),
+        );
+        self
     }
 
     pub fn lock_file(&self) -> &Path {
@@ -196,6 +213,66 @@ impl Systemd {
         )
     }
 
+    /// With generated sources: whether each animator of `scope` has its generated target
+    /// loaded from a file with exactly the generated text, and its service the generated
+    /// drop-in (`FragmentPath`, `DropInPaths`). Without: true.
+    async fn sources_attested(&self, scope: &[String]) -> bool {
+        let Some(sources) = &self.sources else {
+            return true;
+        };
+        let mut args = vec![
+            "show".to_owned(),
+            "--property=Id,FragmentPath,DropInPaths".to_owned(),
+            "--".to_owned(),
+        ];
+        for a in scope {
+            args.push(target_unit(a));
+            args.push(service_unit(a));
+        }
+        let Ok((0, out)) = self.run(&args, Instant::now() + QUERY_TIMEOUT).await else {
+            return false;
+        };
+        let mut shown = std::collections::BTreeMap::new();
+        for block in out.split("\n\n") {
+            let (mut id, mut fragment, mut dropins) = (None, "", "");
+            for line in block.lines() {
+                match line.split_once('=') {
+                    Some(("Id", v)) => id = Some(v),
+                    Some(("FragmentPath", v)) => fragment = v,
+                    Some(("DropInPaths", v)) => dropins = v,
+                    _ => {}
+                }
+            }
+            if let Some(id) = id {
+                shown.insert(id.to_owned(), (fragment.to_owned(), dropins.to_owned()));
+            }
+        }
+        let same = |path: &str, want: &str| {
+            !path.is_empty()
+                && std::fs::metadata(path)
+                    .is_ok_and(|m| m.is_file() && m.len() <= MAX_ANSWER as u64)
+                && std::fs::read(path).is_ok_and(|b| b == want.as_bytes())
+        };
+        scope.iter().all(|a| {
+            let (target, service) = (target_unit(a), service_unit(a));
+            let drop_in = format!("{service}.d/10-lychd-animator.conf");
+            let (Some(want_target), Some(want_drop_in)) =
+                (sources.get(&target), sources.get(&drop_in))
+            else {
+                return false;
+            };
+            let target_ok = shown
+                .get(&target)
+                .is_some_and(|(fragment, _)| same(fragment, want_target));
+            let drop_in_ok = shown.get(&service).is_some_and(|(_, dropins)| {
+                dropins
+                    .split_whitespace()
+                    .any(|p| p.ends_with(&format!("/{drop_in}")) && same(p, want_drop_in))
+            });
+            target_ok && drop_in_ok
+        })
+    }
+
     /// A readback once no relevant job is pending (polled until `until`, at least the query
     /// bound from now); `None` while jobs remain or when unreadable.
     pub async fn settled(&self, scope: &[String], until: Instant) -> Option<HostWorld> {
@@ -256,6 +333,9 @@ impl Systemd {
             Some(false) => {}
             Some(true) => return Report::new(Applied::NoEffect, "PENDING_JOB", None),
             None => return Report::new(Applied::NoEffect, "READBACK_FAILED", None),
+        }
+        if !self.sources_attested(&scope).await {
+            return Report::new(Applied::NoEffect, "TOPOLOGY_NOT_ATTESTED", None);
         }
         let Some(before) = self.readback(&scope).await else {
             return Report::new(Applied::NoEffect, "READBACK_FAILED", None);

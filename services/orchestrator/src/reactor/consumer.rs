@@ -77,7 +77,8 @@ impl Consumer {
             .as_ref()
             .ok_or("office.reactor is not configured")?;
         let systemd = Systemd::new(&r.systemd.systemctl, &r.systemd.lock_file)
-            .map_err(|e| format!("office.reactor.systemctl {e}"))?;
+            .map_err(|e| format!("office.reactor.systemctl {e}"))?
+            .with_sources(&settings.graph);
         Ok(Consumer {
             spool: Spool::open(&r.spool).map_err(|e| format!("office.reactor.spool {e}"))?,
             registry: settings.registry.clone(),

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lychd_orchestrator::domain::intent::{Operation, TransitionIntent};
+use lychd_registry::conflict::ConflictGraph;
 use serde_json::{Value, json};
 
 /// The consumer binary (the office binary's `reactor consume`).
@@ -35,10 +36,34 @@ fn service(a: &str) -> String {
     format!("lychd-animator-{a}.service")
 }
 
+/// The conflict graph of [`registry`]`(all)`.
+pub fn graph_of(all: &[&str]) -> ConflictGraph {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("o.toml");
+    let reg = registry(all, |_| "http://127.0.0.1:9".into());
+    std::fs::write(&p, format!("[office]\n{reg}")).expect("write");
+    let cfg = lychd_runtime::config::OfficeConfig::load(
+        lychd_runtime::Office::Orchestrator,
+        Some(&p),
+        Vec::new(),
+    )
+    .expect("config");
+    lychd_orchestrator::config::load(&cfg)
+        .expect("settings")
+        .graph
+}
+
 impl FakeHost {
-    /// Animators `all` with generated units loaded; `active` running.
+    /// Animators `all` (as [`registry`] declares them) with their generated units loaded from
+    /// a unit directory; `active` running.
     pub fn new(all: &[&str], active: &[&str]) -> FakeHost {
         let dir = tempfile::tempdir().expect("tmp");
+        let unit_dir = dir.path().join("units");
+        for f in lychd_orchestrator::domain::units::generate(&graph_of(all)) {
+            let path = unit_dir.join(&f.path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("unit dir");
+            std::fs::write(&path, &f.text).expect("unit");
+        }
         let state = dir.path().join("systemd.json");
         let systemctl = dir.path().join("systemctl");
         std::fs::write(
@@ -68,7 +93,7 @@ impl FakeHost {
             state,
             dir,
         };
-        host.write(&json!({ "units": units }));
+        host.write(&json!({ "units": units, "unit_dir": unit_dir }));
         host
     }
 
@@ -129,6 +154,11 @@ impl FakeHost {
             .collect();
         out.sort();
         out
+    }
+
+    /// The unit directory the fake reports sources from.
+    pub fn unit_dir(&self) -> PathBuf {
+        self.dir.path().join("units")
     }
 
     pub fn inbox(&self) -> PathBuf {

@@ -11,11 +11,13 @@ use lychd_orchestrator::actuator::systemd::{Report, Systemd};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::host::{FakeHost, swap_a_evicting_b};
+use crate::host::{FakeHost, graph_of, swap_a_evicting_b};
 
 fn host() -> (FakeHost, Systemd) {
     let h = FakeHost::new(&["a", "b", "c"], &["b"]);
-    let s = Systemd::new(&h.systemctl, &h.lock).expect("attested");
+    let s = Systemd::new(&h.systemctl, &h.lock)
+        .expect("attested")
+        .with_sources(&graph_of(&["a", "b", "c"]));
     (h, s)
 }
 
@@ -45,7 +47,11 @@ async fn a_swap_stops_the_evictee_then_starts_the_target_and_reads_back_the_desi
         log[0].starts_with("list-jobs"),
         "jobs checked first: {log:?}"
     );
-    assert!(log[1].starts_with("show --property=Id,LoadState,ActiveState"));
+    assert!(
+        log[1].starts_with("show --property=Id,FragmentPath,DropInPaths"),
+        "the loaded sources attested: {log:?}"
+    );
+    assert!(log[2].starts_with("show --property=Id,LoadState,ActiveState"));
     assert!(
         log.last().expect("readback").starts_with("show"),
         "read back after the job"
@@ -75,6 +81,12 @@ async fn a_stale_pre_world_is_refused_before_any_effect() {
             .remove("lychd-animator-a.target");
     });
     let r = apply(&s).await;
+    assert_eq!(
+        (r.outcome, r.reason),
+        (Applied::NoEffect, "TOPOLOGY_NOT_ATTESTED")
+    );
+    let unattested = Systemd::new(&h.systemctl, &h.lock).expect("attested");
+    let r = apply(&unattested).await;
     assert_eq!(
         (r.outcome, r.reason),
         (Applied::NoEffect, "TOPOLOGY_NOT_LOADED")
@@ -209,4 +221,51 @@ async fn systemctl_is_attested_at_start_and_pinned() {
         (Applied::NoEffect, "SYSTEMCTL_CHANGED")
     );
     assert!(h.log().is_empty());
+}
+
+#[tokio::test]
+async fn loaded_units_that_are_not_the_generated_ones_are_refused_before_any_effect() {
+    let (h, s) = host();
+    // An edited target (a conflict edge removed, say).
+    let target = h.unit_dir().join("lychd-animator-b.target");
+    let text = std::fs::read_to_string(&target).expect("target");
+    std::fs::write(
+        &target,
+        text.replace("Conflicts=lychd-animator-a.target\n", ""),
+    )
+    .expect("edit");
+    let r = apply(&s).await;
+    assert_eq!(
+        (r.outcome, r.reason),
+        (Applied::NoEffect, "TOPOLOGY_NOT_ATTESTED")
+    );
+    std::fs::write(&target, text).expect("restore");
+    // The service's binding drop-in missing.
+    let drop_in = h
+        .unit_dir()
+        .join("lychd-animator-a.service.d/10-lychd-animator.conf");
+    std::fs::remove_file(&drop_in).expect("remove");
+    let r = apply(&s).await;
+    assert_eq!(
+        (r.outcome, r.reason),
+        (Applied::NoEffect, "TOPOLOGY_NOT_ATTESTED")
+    );
+    // Generated for another registry (a fourth animator changes the digest and the edges).
+    let other = Systemd::new(&h.systemctl, &h.lock)
+        .expect("attested")
+        .with_sources(&graph_of(&["a", "b", "c", "d"]));
+    let r = apply(&other).await;
+    assert_eq!(r.reason, "TOPOLOGY_NOT_ATTESTED");
+    assert!(h.mutations().is_empty());
+    // As generated: applied.
+    std::fs::write(
+        &drop_in,
+        lychd_orchestrator::domain::units::generate(&graph_of(&["a", "b", "c"]))
+            .into_iter()
+            .find(|f| f.path == "lychd-animator-a.service.d/10-lychd-animator.conf")
+            .expect("generated")
+            .text,
+    )
+    .expect("restore");
+    assert_eq!(apply(&s).await.outcome, Applied::Applied);
 }

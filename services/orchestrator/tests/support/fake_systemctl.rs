@@ -4,7 +4,7 @@
 //! `lychd-fake-systemctl --state FILE [--user] VERB ARGS…`. The state file (JSON) programs the
 //! unit states and faults; every invocation is appended to `FILE.log` (its arguments, one line)
 //! before anything else. Verbs: `show --property=… -- UNITS` (blocks of `Id=`, `LoadState=`,
-//! `ActiveState=`), `list-jobs` (one line per unit with a pending job), `start`/`stop
+//! `ActiveState=`, and with `unit_dir` `FragmentPath=`, `DropInPaths=`), `list-jobs` (one line per unit with a pending job), `start`/`stop
 //! --job-mode=fail -- TARGETS`. A started `lychd-animator-<a>.target` activates the target and its
 //! service and, with `simhost`, starts unit `<a>` of the simulated host (`POST /units/<a>/start`);
 //! stopping does the reverse. A unit named in `fail` fails its start (exit 1, the service left
@@ -41,6 +41,10 @@ struct State {
     /// `host:port` of the simulated host's control API, if units mirror onto it.
     #[serde(default)]
     simhost: Option<String>,
+    /// The unit directory: a listed unit's `FragmentPath` is `<unit_dir>/<unit>`, a service's
+    /// `DropInPaths` every file of `<unit_dir>/<unit>.d/`.
+    #[serde(default)]
+    unit_dir: Option<String>,
 }
 
 fn load(path: &Path) -> State {
@@ -107,10 +111,35 @@ fn main() -> ExitCode {
         .collect();
     match verb.as_str() {
         "show" => {
+            let dir = state.unit_dir.clone().unwrap_or_default();
+            let sources = |u: &str| {
+                if dir.is_empty() {
+                    return String::new();
+                }
+                let fragment = Path::new(&dir).join(u);
+                let mut drop_ins: Vec<String> =
+                    std::fs::read_dir(Path::new(&dir).join(format!("{u}.d")))
+                        .map(|rd| {
+                            rd.filter_map(Result::ok)
+                                .map(|e| e.path().display().to_string())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                drop_ins.sort();
+                let fragment = if fragment.is_file() {
+                    fragment.display().to_string()
+                } else {
+                    String::new()
+                };
+                format!(
+                    "FragmentPath={fragment}\nDropInPaths={}\n",
+                    drop_ins.join(" ")
+                )
+            };
             let blocks: Vec<String> = units
                 .iter()
                 .map(|u| match state.units.get(u) {
-                    Some(a) => format!("Id={u}\nLoadState=loaded\nActiveState={a}\n"),
+                    Some(a) => format!("Id={u}\nLoadState=loaded\nActiveState={a}\n{}", sources(u)),
                     None => format!("Id={u}\nLoadState=not-found\nActiveState=inactive\n"),
                 })
                 .collect();
