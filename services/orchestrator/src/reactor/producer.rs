@@ -77,7 +77,11 @@ impl Actuator for HostReactor {
                 if self.retract(&file, &name) {
                     break Applied::NoEffect;
                 }
-                // Claimed meanwhile: wait for its result.
+                // Claimed meanwhile: wait for its result. Still published but not retractable
+                // past the deadline: it may yet be claimed, so nothing is proved.
+                if now >= deadline && std::fs::symlink_metadata(&file).is_ok() {
+                    break Applied::Contained;
+                }
             } else if !unclaimed && now >= deadline {
                 // A last look: a result written just now still counts.
                 break self
