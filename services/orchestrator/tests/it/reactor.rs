@@ -360,8 +360,12 @@ async fn a_consumer_killed_mid_apply_leaves_processing_that_the_next_run_resolve
             .iter()
             .all(|f| !f.ends_with("completed.json"))
     );
-    // The next run classifies by readback (once the orphaned job ended), never applies again.
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // The next run classifies by readback (once the orphaned job landed), never applies again.
+    let until = Instant::now() + Duration::from_secs(10);
+    while s.host.active() != ["a"] {
+        assert!(Instant::now() < until, "the orphaned start job lands");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     s.host.program(|v| v["hang_ms"] = json!(0));
     let mutations = s.host.mutations().len();
     let (code, lines) = consume(&s.config).await;
