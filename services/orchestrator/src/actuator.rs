@@ -2,13 +2,17 @@
 //! Port and Privilege Boundary"). The intent carries logical animator identities only; the
 //! actuator answers with a typed outcome. Here: the `simulated` actuator, which drives the
 //! simulated host's control API (`lychd_simllama::SimHost`): stop each evictee, then start
-//! each launch target, each call bounded by the transition's deadline. (The `systemd` and
-//! `host-reactor` actuators come behind the same port.)
+//! each launch target, each call bounded by the transition's deadline. Behind the same port:
+//! [`systemd`] (generated user units through an attested `systemctl`, under the lifecycle
+//! [`lock`]) and the `host-reactor` producer (`reactor::producer`).
 //!
 //! A second, distinct operation of the port: `activate(ActivationIntent)`, the runtime-native
 //! activation of a `SOFT_SWAP` (§23 "Runtime-Started Convergence": the adapter loads the target
 //! capability on its already-started runtime). An actuator that offers none says so
 //! (`activates() == false`) and is never asked; the simulated one asks the simulated host.
+
+pub mod lock;
+pub mod systemd;
 
 use std::collections::BTreeMap;
 
@@ -29,8 +33,14 @@ pub enum Applied {
     /// Refused before any effect: nothing on the host changed.
     NoEffect,
     /// Something may have changed; what is unknown (a step failed or timed out after the
-    /// first was submitted).
+    /// first was submitted). The transition compensates.
     Uncertain,
+    /// The host proved the exact expected pre-world after a failed step (its own bounded
+    /// inverse, or nothing changed): nothing is left to compensate.
+    Restored,
+    /// The host could prove neither world after its one bounded inverse (or cannot classify
+    /// claimed work): contain at once, no further attempt.
+    Contained,
 }
 
 impl Applied {
@@ -39,6 +49,8 @@ impl Applied {
             Applied::Applied => "APPLIED",
             Applied::NoEffect => "NO_EFFECT",
             Applied::Uncertain => "UNCERTAIN",
+            Applied::Restored => "RESTORED",
+            Applied::Contained => "CONTAINED",
         }
     }
 }
@@ -177,5 +189,66 @@ pub struct Unconfigured;
 impl Actuator for Unconfigured {
     async fn apply(&self, _intent: &TransitionIntent, _deadline: Instant) -> Applied {
         Applied::NoEffect
+    }
+}
+
+/// The actuator `[office.actuator]` chose (refused start-up, naming the field, when its
+/// `systemctl` fails attestation or its spool is unsafe).
+pub fn build(settings: &crate::config::Settings) -> anyhow::Result<std::sync::Arc<dyn Actuator>> {
+    use std::sync::Arc;
+    if let Some(endpoint) = &settings.simulated_host {
+        let sim = Simulated::new(endpoint)
+            .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?
+            .with_runtime_models(crate::config::runtime_models(settings));
+        return Ok(Arc::new(sim));
+    }
+    if let Some(sd) = &settings.systemd {
+        let actuator = systemd::Systemd::new(&sd.systemctl, &sd.lock_file)
+            .map_err(|e| anyhow::anyhow!("office.actuator.systemctl {e}"))?
+            .with_sources(&settings.graph);
+        return Ok(Arc::new(actuator));
+    }
+    if let Some(hr) = &settings.host_reactor {
+        let producer = crate::reactor::producer::HostReactor::new(&hr.spool, hr.claim_deadline)
+            .map_err(|e| anyhow::anyhow!("office.actuator.spool {e}"))?;
+        return Ok(Arc::new(producer));
+    }
+    Ok(Arc::new(Unconfigured))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use lychd_runtime::Office;
+    use lychd_runtime::config::OfficeConfig;
+
+    use super::*;
+
+    fn settings(dir: &Path, actuator: &str) -> crate::config::Settings {
+        let p = dir.join("orchestrator.toml");
+        std::fs::write(&p, format!("[office.actuator]\n{actuator}")).expect("write");
+        let cfg = OfficeConfig::load(Office::Orchestrator, Some(&p), Vec::new()).expect("cfg");
+        crate::config::load(&cfg).expect("settings")
+    }
+
+    #[test]
+    fn an_unattested_systemctl_or_an_unsafe_spool_refuses_start_up_naming_the_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = settings(
+            dir.path(),
+            "kind = \"systemd\"\nsystemctl = \"/nonexistent/systemctl\"\n",
+        );
+        let e = build(&s).err().expect("refused").to_string();
+        assert!(e.starts_with("office.actuator.systemctl"), "{e}");
+        let spool = dir.path().join("spool");
+        std::fs::create_dir(&spool).expect("mkdir");
+        std::os::unix::fs::symlink(dir.path(), spool.join("inbox")).expect("link");
+        let s = settings(
+            dir.path(),
+            &format!("kind = \"host-reactor\"\nspool = \"{}\"\n", spool.display()),
+        );
+        let e = build(&s).err().expect("refused").to_string();
+        assert!(e.starts_with("office.actuator.spool"), "{e}");
     }
 }

@@ -4,6 +4,7 @@
 //! conflict graph. Validated once at start; every error names the file and the field and
 //! refuses start-up (exit 2).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use lychd_registry::conflict::ConflictGraph;
@@ -46,9 +47,13 @@ pub struct OrchestratorSection {
     #[serde(default = "d_streams")]
     pub stream_limit: usize,
     /// The actuator: `{ kind = "simulated", endpoint = "http://127.0.0.1:PORT" }` (the
-    /// simulated host's control API). Without one every transition that needs the host is
-    /// declined with no effect.
+    /// simulated host's control API), `{ kind = "systemd", systemctl = "/usr/bin/systemctl" }`
+    /// or `{ kind = "host-reactor", spool = "/path" }`. Without one every transition that
+    /// needs the host is declined with no effect.
     pub actuator: Option<ActuatorDecl>,
+    /// The host side of the `host-reactor` spool, read only by `lychd-orchestrator reactor
+    /// consume` (the one-shot consumer a systemd path unit starts); the office ignores it.
+    pub reactor: Option<ReactorDecl>,
     #[serde(default)]
     pub animators: Vec<AnimatorDecl>,
     #[serde(default)]
@@ -60,14 +65,70 @@ pub struct OrchestratorSection {
 #[serde(deny_unknown_fields)]
 pub struct ActuatorDecl {
     pub kind: ActuatorKind,
+    /// `simulated`: the control API, `http://host:port`.
+    #[serde(default)]
     pub endpoint: String,
+    /// `systemd`: the absolute path of `systemctl` (attested at start).
+    pub systemctl: Option<PathBuf>,
+    /// `systemd`: the lifecycle lock file (default `/tmp/lychd-lifecycle.lock`).
+    pub lock_file: Option<PathBuf>,
+    /// `host-reactor`: the spool directory (its `inbox/` and `journal/`).
+    pub spool: Option<PathBuf>,
+    /// `host-reactor`: how long a published intent may stay unclaimed before it is retracted
+    /// (a no-effect decline), in milliseconds (1..=3600000; default 30000).
+    pub claim_deadline_ms: Option<u64>,
 }
 
-/// Actuator kinds built so far.
+/// Actuator kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActuatorKind {
     Simulated,
+    Systemd,
+    #[serde(rename = "host-reactor")]
+    HostReactor,
+}
+
+/// `[office.reactor]`: the host consumer's own settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReactorDecl {
+    /// The spool directory (the same as the producer's `office.actuator.spool`).
+    pub spool: PathBuf,
+    /// The absolute path of `systemctl` (attested).
+    pub systemctl: PathBuf,
+    /// The lifecycle lock file (default `/tmp/lychd-lifecycle.lock`).
+    pub lock_file: Option<PathBuf>,
+    /// The uid that must own every published intent (default: the consumer's own).
+    pub producer_uid: Option<u32>,
+    /// Bound of one systemd transaction, in milliseconds (1..=3600000; default 120000).
+    pub job_timeout_ms: Option<u64>,
+}
+
+/// The default lifecycle lock file.
+pub const DEFAULT_LOCK_FILE: &str = "/tmp/lychd-lifecycle.lock";
+
+/// The `systemd` actuator's settings.
+#[derive(Debug, Clone)]
+pub struct SystemdSettings {
+    pub systemctl: PathBuf,
+    pub lock_file: PathBuf,
+}
+
+/// The `host-reactor` producer's settings.
+#[derive(Debug, Clone)]
+pub struct SpoolSettings {
+    pub spool: PathBuf,
+    pub claim_deadline: Duration,
+}
+
+/// The host consumer's settings (`[office.reactor]`).
+#[derive(Debug, Clone)]
+pub struct ReactorSettings {
+    pub spool: PathBuf,
+    pub systemd: SystemdSettings,
+    pub producer_uid: u32,
+    pub job_timeout: Duration,
 }
 
 fn d_planning() -> u64 {
@@ -107,6 +168,12 @@ pub struct Settings {
     pub stream_limit: usize,
     /// The simulated host's control endpoint, when configured.
     pub simulated_host: Option<String>,
+    /// The `systemd` actuator, when configured.
+    pub systemd: Option<SystemdSettings>,
+    /// The `host-reactor` actuator (the producer side), when configured.
+    pub host_reactor: Option<SpoolSettings>,
+    /// The host consumer (`[office.reactor]`), when configured.
+    pub reactor: Option<ReactorSettings>,
 }
 
 /// Read and validate `[office]`.
@@ -159,13 +226,10 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     if !(1..=10_000).contains(&section.stream_limit) {
         return Err(bad("stream_limit", "must be between 1 and 10000"));
     }
-    let simulated_host = match &section.actuator {
+    let (simulated_host, systemd, host_reactor) = actuators(section.actuator.as_ref(), &bad)?;
+    let reactor = match &section.reactor {
         None => None,
-        Some(a) => {
-            crate::actuator::Simulated::new(&a.endpoint)
-                .map_err(|e| bad("actuator.endpoint", e))?;
-            Some(a.endpoint.clone())
-        }
+        Some(r) => Some(reactor(r, &bad)?),
     };
     let registry = Registry::build(&section.animators, &section.capabilities)
         .map_err(|e| bad(&e.field, &e.message))?;
@@ -182,6 +246,131 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         stream_recheck_interval,
         stream_limit: section.stream_limit,
         simulated_host,
+        systemd,
+        host_reactor,
+        reactor,
+    })
+}
+
+type Chosen = (
+    Option<String>,
+    Option<SystemdSettings>,
+    Option<SpoolSettings>,
+);
+
+fn absolute(
+    bad: &dyn Fn(&str, &str) -> ConfigError,
+    field: &str,
+    p: Option<&PathBuf>,
+) -> Result<PathBuf, ConfigError> {
+    match p {
+        Some(p) if p.is_absolute() => Ok(p.clone()),
+        Some(_) => Err(bad(field, "must be an absolute path")),
+        None => Err(bad(field, "is required for this actuator kind")),
+    }
+}
+
+/// `[office.actuator]`: each kind takes its own fields and no other kind's.
+fn actuators(
+    decl: Option<&ActuatorDecl>,
+    bad: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<Chosen, ConfigError> {
+    let Some(a) = decl else {
+        return Ok((None, None, None));
+    };
+    let stray = |field: &str, set: bool| {
+        if set {
+            Err(bad(
+                &format!("actuator.{field}"),
+                "is not used by this actuator kind",
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let lock = |a: &ActuatorDecl| {
+        let p = a
+            .lock_file
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_LOCK_FILE));
+        absolute(bad, "actuator.lock_file", Some(&p))
+    };
+    match a.kind {
+        ActuatorKind::Simulated => {
+            stray("systemctl", a.systemctl.is_some())?;
+            stray("lock_file", a.lock_file.is_some())?;
+            stray("spool", a.spool.is_some())?;
+            stray("claim_deadline_ms", a.claim_deadline_ms.is_some())?;
+            crate::actuator::Simulated::new(&a.endpoint)
+                .map_err(|e| bad("actuator.endpoint", e))?;
+            Ok((Some(a.endpoint.clone()), None, None))
+        }
+        ActuatorKind::Systemd => {
+            stray("endpoint", !a.endpoint.is_empty())?;
+            stray("spool", a.spool.is_some())?;
+            stray("claim_deadline_ms", a.claim_deadline_ms.is_some())?;
+            let systemctl = absolute(bad, "actuator.systemctl", a.systemctl.as_ref())?;
+            Ok((
+                None,
+                Some(SystemdSettings {
+                    systemctl,
+                    lock_file: lock(a)?,
+                }),
+                None,
+            ))
+        }
+        ActuatorKind::HostReactor => {
+            stray("endpoint", !a.endpoint.is_empty())?;
+            stray("systemctl", a.systemctl.is_some())?;
+            stray("lock_file", a.lock_file.is_some())?;
+            let spool = absolute(bad, "actuator.spool", a.spool.as_ref())?;
+            let ms = a.claim_deadline_ms.unwrap_or(30_000);
+            if !(1..=3_600_000).contains(&ms) {
+                return Err(bad(
+                    "actuator.claim_deadline_ms",
+                    "must be between 1 and 3600000",
+                ));
+            }
+            Ok((
+                None,
+                None,
+                Some(SpoolSettings {
+                    spool,
+                    claim_deadline: Duration::from_millis(ms),
+                }),
+            ))
+        }
+    }
+}
+
+fn reactor(
+    r: &ReactorDecl,
+    bad: &dyn Fn(&str, &str) -> ConfigError,
+) -> Result<ReactorSettings, ConfigError> {
+    let spool = absolute(bad, "reactor.spool", Some(&r.spool))?;
+    let systemctl = absolute(bad, "reactor.systemctl", Some(&r.systemctl))?;
+    let lock_file = r
+        .lock_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_LOCK_FILE));
+    let lock_file = absolute(bad, "reactor.lock_file", Some(&lock_file))?;
+    let ms = r.job_timeout_ms.unwrap_or(120_000);
+    if !(1..=3_600_000).contains(&ms) {
+        return Err(bad(
+            "reactor.job_timeout_ms",
+            "must be between 1 and 3600000",
+        ));
+    }
+    Ok(ReactorSettings {
+        spool,
+        systemd: SystemdSettings {
+            systemctl,
+            lock_file,
+        },
+        producer_uid: r
+            .producer_uid
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw()),
+        job_timeout: Duration::from_millis(ms),
     })
 }
 
@@ -214,6 +403,25 @@ mod tests {
     const B: &str = "[[office.animators]]\nname = \"b\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\nendpoint = \"http://127.0.0.1:2\"\ndedicated = true\n";
 
     #[test]
+    fn the_shipped_path_unit_starts_the_one_shot_consumer_on_a_published_intent() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
+        let path = std::fs::read_to_string(dir.join("lychd-reactor.path")).expect("path unit");
+        assert!(path.contains("PathExistsGlob=%h/.local/state/lychd/reactor/inbox/*.json"));
+        assert!(path.contains("Unit=lychd-reactor.service"));
+        let service =
+            std::fs::read_to_string(dir.join("lychd-reactor.service")).expect("service unit");
+        assert!(service.contains("Type=oneshot"));
+        assert!(service.contains("lychd-orchestrator reactor consume --config "));
+        assert!(service.contains("SuccessExitStatus=75"));
+        // The commented deployment example names the same spool the path unit watches.
+        let example = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/orchestrator.toml"),
+        )
+        .expect("example");
+        assert!(example.contains("# spool = \"/home/lychd/.local/state/lychd/reactor\""));
+    }
+
+    #[test]
     fn the_deploy_example_compiles() {
         let file =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/orchestrator.toml");
@@ -223,6 +431,54 @@ mod tests {
         let managed = s.graph.node("gpu0-qwen").expect("declared");
         assert!(managed.managed && managed.default_exclusive);
         assert!(s.simulated_host.is_none());
+    }
+
+    #[test]
+    fn the_actuator_is_chosen_per_host_and_each_kind_takes_only_its_own_fields() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = load_text(
+            dir.path(),
+            &format!(
+                "[office.actuator]\nkind = \"systemd\"\nsystemctl = \"/usr/bin/systemctl\"\n{A}"
+            ),
+        )
+        .expect("systemd");
+        let sd = s.systemd.expect("systemd chosen");
+        assert_eq!(sd.lock_file, PathBuf::from(DEFAULT_LOCK_FILE));
+        assert!(s.simulated_host.is_none() && s.host_reactor.is_none());
+        let s = load_text(
+            dir.path(),
+            &format!("[office.actuator]\nkind = \"host-reactor\"\nspool = \"/run/lychd/spool\"\nclaim_deadline_ms = 500\n{A}"),
+        )
+        .expect("host-reactor");
+        let hr = s.host_reactor.expect("host-reactor chosen");
+        assert_eq!(hr.claim_deadline, Duration::from_millis(500));
+        let e = load_text(
+            dir.path(),
+            &format!("[office.actuator]\nkind = \"systemd\"\nsystemctl = \"systemctl\"\n{A}"),
+        )
+        .expect_err("relative");
+        assert!(e.contains("office.actuator.systemctl"), "{e}");
+        let e = load_text(
+            dir.path(),
+            &format!("[office.actuator]\nkind = \"host-reactor\"\nspool = \"/s\"\nsystemctl = \"/usr/bin/systemctl\"\n{A}"),
+        )
+        .expect_err("stray");
+        assert!(e.contains("office.actuator.systemctl"), "{e}");
+        let e = load_text(
+            dir.path(),
+            &format!("[office.actuator]\nkind = \"host-reactor\"\n{A}"),
+        )
+        .expect_err("no spool");
+        assert!(e.contains("office.actuator.spool"), "{e}");
+        let s = load_text(
+            dir.path(),
+            &format!("[office.reactor]\nspool = \"/s\"\nsystemctl = \"/usr/bin/systemctl\"\nproducer_uid = 1234\n{A}"),
+        )
+        .expect("reactor");
+        let r = s.reactor.expect("reactor settings");
+        assert_eq!(r.producer_uid, 1234);
+        assert_eq!(r.job_timeout, Duration::from_secs(120));
     }
 
     #[test]

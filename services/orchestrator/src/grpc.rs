@@ -546,14 +546,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         if contained > 0 {
             tracing::warn!(contained, "interrupted transitions contained at start");
         }
-        let actuator: Arc<dyn crate::actuator::Actuator> = match &settings.simulated_host {
-            Some(endpoint) => Arc::new(
-                crate::actuator::Simulated::new(endpoint)
-                    .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?
-                    .with_runtime_models(crate::config::runtime_models(&settings)),
-            ),
-            None => Arc::new(crate::actuator::Unconfigured),
-        };
+        let actuator = crate::actuator::build(&settings)?;
         let transitions = Transitions::new(
             settings.clone(),
             dispatcher.clone(),

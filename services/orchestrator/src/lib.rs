@@ -2,6 +2,8 @@
 //!
 //! Layers: `grpc` (thin handlers: authenticate → decode → authorize → service → encode),
 //! `service` (use cases), `observe` (fresh observations asked of the Dispatcher over gRPC),
+//! `actuator` (the host mutation port: simulated, systemd), `reactor` (the host-reactor spool:
+//! producer, one-shot consumer),
 //! `domain/` (pure planning: no sqlx, no tonic, no clock), `config` (the `[office]` registry,
 //! parsed and validated by the shared `lychd-registry`, compiled into the conflict graph).
 
@@ -12,6 +14,7 @@ pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod observe;
+pub mod reactor;
 pub mod service;
 pub mod store;
 pub mod transition;

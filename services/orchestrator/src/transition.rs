@@ -1014,6 +1014,13 @@ impl Transitions {
                 .reopen_and_finish(id, req, token, phase, detail, plan)
                 .await;
         }
+        match applied {
+            // The host proved the exact pre-world itself: verify it and reopen, no inverse.
+            Applied::Restored => return self.host_restored(id, req, token, &intent, plan).await,
+            // The host's own bounded inverse failed (or its work is unresolved): no retry.
+            Applied::Contained => return self.contain(id, req, "ACTUATOR_CONTAINED", plan).await,
+            _ => {}
+        }
         self.emit(
             id,
             req,
@@ -1053,7 +1060,7 @@ impl Transitions {
         let inverse = intent.compensation();
         let deadline = Instant::now() + self.settings.warmup_timeout;
         let undone = self.actuator.apply(&inverse, deadline).await;
-        let restored = undone != Applied::Uncertain
+        let restored = matches!(undone, Applied::Applied | Applied::NoEffect)
             && self
                 .converge(&scope, deadline, |w| prior_restored(&intent, w))
                 .await;
@@ -1075,5 +1082,34 @@ impl Transitions {
             "VERIFICATION_AND_COMPENSATION_FAILED"
         };
         self.contain(id, req, cause, plan).await
+    }
+
+    /// The actuator reported the exact prior world (a failed step it restored itself): the
+    /// prior world must also be observed (each expected animator WARM again) under a fresh
+    /// deadline before admission reopens (`failed_restored`, `ACTUATOR_RESTORED`); otherwise
+    /// contained.
+    async fn host_restored(
+        &self,
+        id: &str,
+        req: &TransitionRequest,
+        token: &str,
+        intent: &TransitionIntent,
+        plan: &Plan,
+    ) -> Settled {
+        let cause = "ACTUATOR_RESTORED";
+        self.emit(id, req, TransitionPhase::Verifying, cause, Some(plan));
+        self.record(id, TransitionPhase::Verifying, cause).await;
+        let deadline = Instant::now() + self.settings.warmup_timeout;
+        let scope = intent.scope();
+        if self
+            .converge(&scope, deadline, |w| prior_restored(intent, w))
+            .await
+        {
+            return self
+                .reopen_and_finish(id, req, token, TransitionPhase::FailedRestored, cause, plan)
+                .await;
+        }
+        self.contain(id, req, "RESTORATION_NOT_OBSERVED", plan)
+            .await
     }
 }

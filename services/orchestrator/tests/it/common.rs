@@ -49,6 +49,22 @@ pub async fn stack(decls: &[Decl]) -> Stack {
 
 /// [`stack`] with more Orchestrator `[office]` settings (`knobs`) ahead of [`KNOBS`].
 pub async fn stack_with(decls: &[Decl], knobs: &str) -> Stack {
+    stack_actuated(decls, knobs, |host, _| {
+        format!(
+            "[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n",
+            host.control_endpoint()
+        )
+    })
+    .await
+}
+
+/// [`stack_with`] with the `[office.actuator]` section `actuator` writes (given the simulated
+/// host and the registry text).
+pub async fn stack_actuated(
+    decls: &[Decl],
+    knobs: &str,
+    actuator: impl FnOnce(&SimHostProcess, &str) -> String,
+) -> Stack {
     let units: Vec<(&str, &[&str])> = decls.iter().map(|d| (d.name, &[MODEL][..])).collect();
     let running: Vec<&str> = decls.iter().filter(|d| d.serving).map(|d| d.name).collect();
     let host = SimHostProcess::spawn(&lychd_testkit::bin_path("lychd-simhost"), &units, &running)
@@ -79,8 +95,8 @@ pub async fn stack_with(decls: &[Decl], knobs: &str) -> Stack {
         .map(|l| format!("{l}\n"))
         .collect();
     let orchestrator = format!(
-        "[office]\n{knobs}{defaults}\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n\n{registry}",
-        host.control_endpoint()
+        "[office]\n{knobs}{defaults}\n{}\n{registry}",
+        actuator(&host, &registry)
     );
     let sandbox = Sandbox::builder()
         .office(Office::Dispatcher)

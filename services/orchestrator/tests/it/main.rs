@@ -1,10 +1,14 @@
 //! The Orchestrator over real processes: Ward, the Dispatcher and the Orchestrator as their
 //! built binaries on one provisioned PostgreSQL database, the simulated host as its own process
-//! (`lychd-simhost`, driven through its control API), every call over gRPC with a Ward session.
+//! (`lychd-simhost`, driven through its control API), every call over gRPC with a Ward session;
+//! the `systemd` actuator and the host reactor against `lychd-fake-systemctl`.
 
 mod activation;
 mod cancel;
 mod common;
+mod host;
 mod plan;
+mod reactor;
 mod stream;
+mod systemd;
 mod transition;
