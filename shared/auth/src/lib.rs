@@ -251,6 +251,21 @@ impl Authorizer {
             .map_err(AuthError::into_status)
     }
 
+    /// The refusal of a request whose input does not decode, for a handler that authenticates
+    /// by its own decision (the layer's `self_authenticating` methods): `invalid` once its
+    /// caller authenticates, the authentication refusal otherwise, so a stranger learns nothing
+    /// about the input it sent.
+    pub async fn refuse_authenticated<T>(
+        &self,
+        request: &tonic::Request<T>,
+        invalid: Status,
+    ) -> Status {
+        match self.authenticate(request).await {
+            Ok(_) => invalid,
+            Err(unauthenticated) => unauthenticated,
+        }
+    }
+
     /// May the caller of `request` perform `action` on `object`? Purpose defaults to the
     /// action's verb. `UNAUTHENTICATED` or `PERMISSION_DENIED` (with Ward's reason) otherwise.
     pub async fn authorize<T>(

@@ -59,7 +59,10 @@ impl Archive for ArchiveService {
     ) -> Result<Response<pb::IntakeResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
-        let cmd = convert::intake(message, &self.service.settings).map_err(err)?;
+        let cmd = match convert::intake(message, &self.service.settings) {
+            Ok(cmd) => cmd,
+            Err(e) => return Err(self.ctx.authorizer.refuse_authenticated(&asking, err(e)).await),
+        };
         let (principal, recheck) = self
             .authorize(&asking, actions::INTAKE, &cmd.namespace)
             .await?;
@@ -102,7 +105,10 @@ impl Archive for ArchiveService {
     ) -> Result<Response<pb::RecallResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
-        let cmd = convert::recall(message, &self.service.settings).map_err(err)?;
+        let cmd = match convert::recall(message, &self.service.settings) {
+            Ok(cmd) => cmd,
+            Err(e) => return Err(self.ctx.authorizer.refuse_authenticated(&asking, err(e)).await),
+        };
         let (principal, recheck) = self
             .authorize(&asking, actions::RECALL, &cmd.namespace)
             .await?;

@@ -141,3 +141,53 @@ async fn lifecycle_list_get_and_receipt_inputs_are_checked() {
         "REQUEST_ID_INVALID",
     );
 }
+
+/// Intake and Recall authenticate by their own first decision: bad input from a caller who
+/// authenticates nobody here (a junk session, a session for another office) is refused as
+/// unauthenticated, never answered with what is wrong with the input.
+#[tokio::test]
+async fn bad_input_from_a_stranger_is_refused_as_unauthenticated() {
+    let s = stack().await;
+    let (_, elsewhere) = s
+        .spawned
+        .principal_at(
+            lychd_proto::ward::v1::PrincipalKind::Human,
+            "ward-only",
+            &["ward"],
+        )
+        .await;
+    let junk = format!("lws_{:064x}", 7);
+    for token in [junk.as_str(), elsewhere.as_str()] {
+        let mut c = pb::archive_client::ArchiveClient::new(s.spawned.channel_with(token));
+        let bad_intake = c
+            .intake(pb::IntakeRequest {
+                namespace: "Bad Name".into(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("stranger");
+        let bad_recall = c
+            .recall(pb::RecallRequest {
+                namespace: "notes".into(),
+                request_id: "has space".into(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("stranger");
+        for e in [bad_intake, bad_recall] {
+            assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+            assert!(fields(&e).is_empty(), "nothing said about the input: {e:?}");
+        }
+    }
+    // The tester, who authenticates, is told what is wrong.
+    let mut tester = s.client.clone();
+    let e = tester
+        .recall(pb::RecallRequest {
+            namespace: "notes".into(),
+            request_id: "has space".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("bad input");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+}

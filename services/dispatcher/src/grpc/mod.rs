@@ -461,10 +461,7 @@ impl DispatcherService {
     ) -> Result<C, Status> {
         match decode(request) {
             Ok(c) => Ok(c),
-            Err(e) => {
-                self.ctx.authorizer.authenticate(request).await?;
-                Err(err(e))
-            }
+            Err(e) => Err(self.ctx.authorizer.refuse_authenticated(request, err(e)).await),
         }
     }
 

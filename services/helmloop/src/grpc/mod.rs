@@ -330,10 +330,7 @@ impl HelmLoopService {
     ) -> Result<(), Status> {
         match decode() {
             Ok(()) => Ok(()),
-            Err(e) => {
-                self.ctx.authorizer.authenticate(request).await?;
-                Err(err(e))
-            }
+            Err(e) => Err(self.ctx.authorizer.refuse_authenticated(request, err(e)).await),
         }
     }
 
