@@ -61,7 +61,13 @@ impl Archive for ArchiveService {
         let asking = Request::from_parts(metadata, extensions, ());
         let cmd = match convert::intake(message, &self.service.settings) {
             Ok(cmd) => cmd,
-            Err(e) => return Err(self.ctx.authorizer.refuse_authenticated(&asking, err(e)).await),
+            Err(e) => {
+                return Err(self
+                    .ctx
+                    .authorizer
+                    .refuse_authenticated(&asking, err(e))
+                    .await);
+            }
         };
         let (principal, recheck) = self
             .authorize(&asking, actions::INTAKE, &cmd.namespace)
@@ -107,7 +113,13 @@ impl Archive for ArchiveService {
         let asking = Request::from_parts(metadata, extensions, ());
         let cmd = match convert::recall(message, &self.service.settings) {
             Ok(cmd) => cmd,
-            Err(e) => return Err(self.ctx.authorizer.refuse_authenticated(&asking, err(e)).await),
+            Err(e) => {
+                return Err(self
+                    .ctx
+                    .authorizer
+                    .refuse_authenticated(&asking, err(e))
+                    .await);
+            }
         };
         let (principal, recheck) = self
             .authorize(&asking, actions::RECALL, &cmd.namespace)

@@ -461,7 +461,11 @@ impl DispatcherService {
     ) -> Result<C, Status> {
         match decode(request) {
             Ok(c) => Ok(c),
-            Err(e) => Err(self.ctx.authorizer.refuse_authenticated(request, err(e)).await),
+            Err(e) => Err(self
+                .ctx
+                .authorizer
+                .refuse_authenticated(request, err(e))
+                .await),
         }
     }
 

@@ -330,7 +330,11 @@ impl HelmLoopService {
     ) -> Result<(), Status> {
         match decode() {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.ctx.authorizer.refuse_authenticated(request, err(e)).await),
+            Err(e) => Err(self
+                .ctx
+                .authorizer
+                .refuse_authenticated(request, err(e))
+                .await),
         }
     }
 

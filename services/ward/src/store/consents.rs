@@ -164,9 +164,11 @@ pub struct Derived<'a> {
 /// the same statement — else pending. An identical earlier proposal is returned as it stands
 /// (`false`) and consumes nothing.
 ///
-/// Concurrency: two statements that pick the same rule update its row one after the other; the
-/// second re-checks the use limit on the row the first left, so a rule never grants more than
-/// `max_uses` (a proposal that lost that race stays pending rather than trying a lower rule).
+/// Concurrency: two statements that pick the same limited rule update its row one after the
+/// other; the second re-checks the use limit on the row the first left, so a rule never grants
+/// more than `max_uses` (a proposal that lost that race stays pending rather than trying a lower
+/// rule). A rule without a limit grants without updating its row (no counter to keep: its uses
+/// are the consents it granted), so concurrent grants by one busy rule do not queue on it.
 /// A concurrent identical proposal makes the insert fail on `consents_identity`, which undoes the
 /// whole statement — the use included — and the next attempt reads the winner's consent.
 pub async fn propose(
@@ -200,12 +202,18 @@ pub async fn propose(
                        AND (r.expires_at IS NULL OR r.expires_at > statement_timestamp())
                        AND (r.max_uses IS NULL OR r.uses < r.max_uses)
                      ORDER BY k.ord LIMIT 1),
-                 used AS (
+                 counted AS (
                      UPDATE ward.preauth_rules r SET uses = r.uses + 1
                      FROM pick
                      WHERE r.slug = pick.slug AND NOT EXISTS (SELECT 1 FROM existing)
-                       AND (r.max_uses IS NULL OR r.uses < r.max_uses)
+                       AND r.max_uses IS NOT NULL AND r.uses < r.max_uses
                      RETURNING r.slug, r.policy_digest),
+                 used AS (
+                     SELECT slug, policy_digest FROM counted
+                     UNION ALL
+                     SELECT r.slug, r.policy_digest FROM pick
+                     JOIN ward.preauth_rules r ON r.slug = pick.slug
+                     WHERE r.max_uses IS NULL AND NOT EXISTS (SELECT 1 FROM existing)),
                  ins AS (
                      INSERT INTO ward.consents AS c (id, run_id, effect_owner, effect_id,
                          effect_revision, tool_name, deferred_call_id, censored_arguments,

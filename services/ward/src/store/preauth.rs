@@ -28,12 +28,15 @@ pub struct RuleRecord {
     pub disabled_at: Option<OffsetDateTime>,
 }
 
+/// `uses` as reported: the consents the rule granted (its counter is kept for a limited rule
+/// only; migration 0008).
 const COLUMNS: &str = "slug, source, effect_class, principal_pattern, tool_pattern, \
-     owner_pattern, priority, expires_at, max_uses, uses, policy, policy_digest, in_files, \
-     disabled_at";
+     owner_pattern, priority, expires_at, max_uses, \
+     (SELECT count(*) FROM ward.consents c WHERE c.granted_by_rule = preauth_rules.slug) AS uses, \
+     policy, policy_digest, in_files, disabled_at";
 
 /// Make the stored rules the set `rules`, in one transaction: same slug → policy replaced, uses
-/// and a manual disable kept; a stored rule not in the set → no longer in the files (disabled).
+/// and a manual disable kept (a rule that gains a limit counts its earlier grants); a stored rule not in the set → no longer in the files (disabled).
 pub async fn sync(pool: &PgPool, rules: &[Rule]) -> Result<()> {
     let mut tx = super::begin(pool).await?;
     sqlx::query("LOCK TABLE ward.preauth_rules IN EXCLUSIVE MODE")

@@ -19,6 +19,7 @@ pub(crate) struct Cast {
     pub approver_id: String,
     pub approver_token: String,
     pub proposer_id: String,
+    pub proposer_token: String,
 }
 
 pub(crate) async fn client_for(
@@ -44,7 +45,7 @@ pub(crate) async fn cast_with(
 ) -> Cast {
     let s = lychd_testkit::spawn_office_with(lychd_ward::spec(), adjust).await;
     let effect = format!("effect:{OWNER}");
-    let (proposer_id, _, proposer) = client_for(
+    let (proposer_id, proposer_token, proposer) = client_for(
         &s,
         "proposer",
         &[("ward:propose", &effect), ("ward:cancel", "run:*")],
@@ -65,6 +66,7 @@ pub(crate) async fn cast_with(
         approver_id,
         approver_token,
         proposer_id,
+        proposer_token,
     }
 }
 

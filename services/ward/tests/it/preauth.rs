@@ -39,7 +39,19 @@ pub(crate) async fn with_rules(files: &[(&str, String)]) -> (Cast, tempfile::Tem
     (c, dir)
 }
 
+/// The uses `ListPreauthRules` reports for `slug`: the consents it granted.
 async fn uses(c: &Cast, slug: &str) -> i64 {
+    lychd_ward::store::preauth::list(&c.s.ctx.pool)
+        .await
+        .expect("rules")
+        .into_iter()
+        .find(|r| r.slug == slug)
+        .expect("rule")
+        .uses
+}
+
+/// The use counter on a limited rule's row (what the limit is checked against).
+async fn counter(c: &Cast, slug: &str) -> i64 {
     sqlx::query_scalar("SELECT uses FROM ward.preauth_rules WHERE slug = $1")
         .bind(slug)
         .fetch_one(&mut c.s.db.superuser().await)
@@ -110,7 +122,7 @@ async fn max_uses_under_sixty_four_concurrent_proposals_grants_exactly_that_many
         }
     }
     assert_eq!((granted, pending), (5, 59));
-    assert_eq!(uses(&c, "five").await, 5);
+    assert_eq!((uses(&c, "five").await, counter(&c, "five").await), (5, 5));
 }
 
 #[tokio::test]
@@ -143,13 +155,16 @@ async fn a_consent_that_fails_to_be_recorded_consumes_no_use() {
         .expect_err("insert fails");
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert_eq!(
-        uses(&c, "reports").await,
-        0,
+        (uses(&c, "reports").await, counter(&c, "reports").await),
+        (0, 0),
         "the use went back with the failed insert"
     );
     let granted = propose(&mut c.proposer, "call-2", IN_REPORTS).await;
     assert_eq!(granted.state, pb::ConsentState::Granted as i32);
-    assert_eq!(uses(&c, "reports").await, 1);
+    assert_eq!(
+        (uses(&c, "reports").await, counter(&c, "reports").await),
+        (1, 1)
+    );
 }
 
 #[tokio::test]
@@ -271,4 +286,49 @@ async fn a_bad_rule_file_refuses_the_set_naming_file_and_field() {
     let e = settings.preauth_rules().expect_err("refused");
     assert!(e.file.ends_with("b.toml"), "{e}");
     assert_eq!(e.field, "rule[0].expires_at", "{e}");
+}
+
+/// A rule without a limit grants without a counter on its row; its uses are the consents it
+/// granted, and a limit it gains at a later start counts those grants.
+#[tokio::test]
+async fn a_limit_added_to_an_unlimited_rule_counts_its_earlier_grants() {
+    let (c, dir) = with_rules(&[("a.toml", rule("reports", ""))]).await;
+    let granted = futures::future::join_all(["call-1", "call-2", "call-3"].map(|call| {
+        let mut proposer = c.proposer.clone();
+        async move { propose(&mut proposer, call, IN_REPORTS).await }
+    }))
+    .await;
+    assert!(granted.iter().all(|g| g.granted_by_rule == "reports"));
+    assert_eq!(
+        (uses(&c, "reports").await, counter(&c, "reports").await),
+        (3, 0)
+    );
+
+    // Ward starts again with the rule limited to four uses.
+    std::fs::write(dir.path().join("a.toml"), rule("reports", "max_uses = 4")).expect("rule file");
+    let restarted =
+        lychd_runtime::server::InProcess::start(c.s.ctx.clone(), lychd_ward::spec().start)
+            .await
+            .expect("ward starts again");
+    assert_eq!(
+        (uses(&c, "reports").await, counter(&c, "reports").await),
+        (3, 3)
+    );
+    let mut proposer = WardClient::new(lychd_testkit::channel_with(
+        &restarted.endpoint(),
+        &c.proposer_token,
+    ));
+    let fourth = propose(&mut proposer, "call-4", IN_REPORTS).await;
+    assert_eq!(fourth.granted_by_rule, "reports");
+    let fifth = propose(&mut proposer, "call-5", IN_REPORTS).await;
+    assert_eq!(
+        fifth.state,
+        pb::ConsentState::Pending as i32,
+        "the limit counts the earlier grants"
+    );
+    assert_eq!(
+        (uses(&c, "reports").await, counter(&c, "reports").await),
+        (4, 4)
+    );
+    restarted.stop().await.expect("stops");
 }
