@@ -251,18 +251,21 @@ impl Authorizer {
             .map_err(AuthError::into_status)
     }
 
-    /// The refusal of a request whose input does not decode, for a handler that authenticates
-    /// by its own decision (the layer's `self_authenticating` methods): `invalid` once its
-    /// caller authenticates, the authentication refusal otherwise, so a stranger learns nothing
-    /// about the input it sent.
-    pub async fn refuse_authenticated<T>(
+    /// The decoded input of a request, for a handler that authenticates by its own decision
+    /// (the layer's `self_authenticating` methods): input that does not decode is refused with
+    /// its own status only once the caller authenticates, with the authentication refusal
+    /// otherwise, so a stranger learns nothing about the input it sent.
+    pub async fn decoded<T, C>(
         &self,
         request: &tonic::Request<T>,
-        invalid: Status,
-    ) -> Status {
-        match self.authenticate(request).await {
-            Ok(_) => invalid,
-            Err(unauthenticated) => unauthenticated,
+        decoded: Result<C, Status>,
+    ) -> Result<C, Status> {
+        match decoded {
+            Ok(c) => Ok(c),
+            Err(invalid) => Err(match self.authenticate(request).await {
+                Ok(_) => invalid,
+                Err(unauthenticated) => unauthenticated,
+            }),
         }
     }
 

@@ -59,16 +59,14 @@ impl Archive for ArchiveService {
     ) -> Result<Response<pb::IntakeResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
-        let cmd = match convert::intake(message, &self.service.settings) {
-            Ok(cmd) => cmd,
-            Err(e) => {
-                return Err(self
-                    .ctx
-                    .authorizer
-                    .refuse_authenticated(&asking, err(e))
-                    .await);
-            }
-        };
+        let cmd = self
+            .ctx
+            .authorizer
+            .decoded(
+                &asking,
+                convert::intake(message, &self.service.settings).map_err(err),
+            )
+            .await?;
         let (principal, recheck) = self
             .authorize(&asking, actions::INTAKE, &cmd.namespace)
             .await?;
@@ -111,16 +109,14 @@ impl Archive for ArchiveService {
     ) -> Result<Response<pb::RecallResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let asking = Request::from_parts(metadata, extensions, ());
-        let cmd = match convert::recall(message, &self.service.settings) {
-            Ok(cmd) => cmd,
-            Err(e) => {
-                return Err(self
-                    .ctx
-                    .authorizer
-                    .refuse_authenticated(&asking, err(e))
-                    .await);
-            }
-        };
+        let cmd = self
+            .ctx
+            .authorizer
+            .decoded(
+                &asking,
+                convert::recall(message, &self.service.settings).map_err(err),
+            )
+            .await?;
         let (principal, recheck) = self
             .authorize(&asking, actions::RECALL, &cmd.namespace)
             .await?;

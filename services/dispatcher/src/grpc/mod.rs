@@ -459,14 +459,10 @@ impl DispatcherService {
         request: &Request<T>,
         decode: impl FnOnce(&Request<T>) -> Result<C, DispatcherError>,
     ) -> Result<C, Status> {
-        match decode(request) {
-            Ok(c) => Ok(c),
-            Err(e) => Err(self
-                .ctx
-                .authorizer
-                .refuse_authenticated(request, err(e))
-                .await),
-        }
+        self.ctx
+            .authorizer
+            .decoded(request, decode(request).map_err(err))
+            .await
     }
 
     /// Ward asked again, later, whether the caller of `request` may still do `action` on

@@ -328,14 +328,10 @@ impl HelmLoopService {
         request: &Request<()>,
         decode: impl FnOnce() -> crate::error::Result<()>,
     ) -> Result<(), Status> {
-        match decode() {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self
-                .ctx
-                .authorizer
-                .refuse_authenticated(request, err(e))
-                .await),
-        }
+        self.ctx
+            .authorizer
+            .decoded(request, decode().map_err(err))
+            .await
     }
 
     /// A reader without `helmloop:read` on `subject:*` may read what belongs to `subjects`
