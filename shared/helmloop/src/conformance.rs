@@ -580,12 +580,17 @@ impl Report {
 
     /// Canonical JSON of the report.
     pub fn to_json(&self) -> String {
-        canon::to_canonical_string(&self.to_value())
-            .unwrap_or_else(|e| format!("{{\"error\":\"{}\"}}", e.code()))
+        report_json(&self.to_value())
     }
 }
 
-fn int(n: usize) -> Value {
+/// A report as canonical JSON (its error code in place of the report if it has none).
+pub(crate) fn report_json(report: &Value) -> String {
+    canon::to_canonical_string(report).unwrap_or_else(|e| format!("{{\"error\":\"{}\"}}", e.code()))
+}
+
+/// A count as a JSON integer.
+pub(crate) fn int(n: usize) -> Value {
     Value::Int(
         i64::try_from(n)
             .unwrap_or(i64::MAX)

@@ -17,15 +17,15 @@ use super::host::{HostOutcome, Semantic, evaluate};
 use super::sdk::AdapterCode;
 use super::{Adapter, MappingStatus};
 use crate::conformance::{
-    CaseError, Expected, Failure, ManifestEntry, compare_semantic, fixture_set_digest,
-    normalized_case_result, normalized_results,
+    CaseError, Expected, Failure, ManifestEntry, compare_semantic, fixture_set_digest, int,
+    normalized_case_result, normalized_results, report_json,
 };
 use crate::digest::{Digest, binding_digest};
 use crate::reduce::ReasonCode;
 use crate::utf16::cmp_utf16;
 use crate::validate::Channel;
 use crate::value::{Map, Value};
-use crate::{CANONICAL_PROFILE, PROTOCOL_VERSION, canon, parse};
+use crate::{CANONICAL_PROFILE, PROTOCOL_VERSION, parse};
 
 /// Name of the adapter report format.
 pub const ADAPTER_REPORT_TYPE: &str = "helmloop-adapter-conformance-report/v1";
@@ -637,15 +637,6 @@ impl AdapterReport {
 
     /// Canonical JSON of the report.
     pub fn to_json(&self) -> String {
-        canon::to_canonical_string(&self.to_value())
-            .unwrap_or_else(|e| format!("{{\"error\":\"{}\"}}", e.code()))
+        report_json(&self.to_value())
     }
-}
-
-fn int(n: usize) -> Value {
-    Value::Int(
-        i64::try_from(n)
-            .unwrap_or(i64::MAX)
-            .min(crate::MAX_SAFE_INTEGER),
-    )
 }
