@@ -7,6 +7,7 @@
 -- nothing needs it. So `uses` is the counter of a limited rule, and the uses reported for any
 -- rule are the consents it granted (consents are never deleted). When a rule gains a limit, its
 -- counter starts from those consents, so a limit counts the grants made before it.
+--
 -- The consents' random ids spread one rule's entries over the index (a busy rule's grants
 -- would otherwise all insert into one leaf page).
 CREATE INDEX consents_granted_by_rule ON ward.consents (granted_by_rule, id)

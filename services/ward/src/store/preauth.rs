@@ -36,7 +36,8 @@ const COLUMNS: &str = "slug, source, effect_class, principal_pattern, tool_patte
      policy, policy_digest, in_files, disabled_at";
 
 /// Make the stored rules the set `rules`, in one transaction: same slug → policy replaced, uses
-/// and a manual disable kept (a rule that gains a limit counts its earlier grants); a stored rule not in the set → no longer in the files (disabled).
+/// and a manual disable kept (a rule that gains a limit counts its earlier grants); a stored
+/// rule not in the set → no longer in the files (disabled).
 pub async fn sync(pool: &PgPool, rules: &[Rule]) -> Result<()> {
     let mut tx = super::begin(pool).await?;
     sqlx::query("LOCK TABLE ward.preauth_rules IN EXCLUSIVE MODE")
