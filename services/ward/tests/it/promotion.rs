@@ -561,6 +561,16 @@ fn reason(status: &tonic::Status) -> String {
         .unwrap_or_default()
 }
 
+/// Propose the promotion of `b` for `run`: the consent it created (or found).
+async fn proposed(c: &mut WardClient<PeerChannel>, b: &Bundle, run: &str) -> pb::Consent {
+    c.propose_promotion(request(b, run))
+        .await
+        .expect("propose")
+        .into_inner()
+        .consent
+        .expect("consent")
+}
+
 async fn approve(
     client: &mut WardClient<PeerChannel>,
     consent: &pb::Consent,
@@ -733,14 +743,7 @@ async fn a_non_owner_is_refused_and_a_non_owner_issued_grant_does_not_pass() {
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
     append(&mut stack.helmloop_client(), &b.records).await;
-    let consent = cast
-        .proposer
-        .propose_promotion(request(&b, "run-promote-2"))
-        .await
-        .expect("propose")
-        .into_inner()
-        .consent
-        .expect("consent");
+    let consent = proposed(&mut cast.proposer, &b, "run-promote-2").await;
 
     // `ward:approve` on every effect is not ownership.
     let refused = approve(&mut cast.other, &consent)
@@ -851,22 +854,8 @@ async fn delivery_is_retried_until_helmloop_is_back_and_a_lost_acknowledgement_i
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
     append(&mut stack.helmloop_client(), &b.records).await;
-    let first = cast
-        .proposer
-        .propose_promotion(request(&b, "run-promote-3"))
-        .await
-        .expect("propose")
-        .into_inner()
-        .consent
-        .expect("consent");
-    let second = cast
-        .proposer
-        .propose_promotion(request(&b, "run-promote-4"))
-        .await
-        .expect("propose")
-        .into_inner()
-        .consent
-        .expect("consent");
+    let first = proposed(&mut cast.proposer, &b, "run-promote-3").await;
+    let second = proposed(&mut cast.proposer, &b, "run-promote-4").await;
 
     // HelmLoop goes down; the owner approves both; Ward keeps the records and keeps trying.
     stack.stop_helmloop().await;
@@ -1056,14 +1045,7 @@ async fn concurrent_contradictory_owner_verdicts_settle_once_and_issue_at_most_o
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
     append(&mut stack.helmloop_client(), &b.records).await;
-    let consent = cast
-        .proposer
-        .propose_promotion(request(&b, "run-promote-7"))
-        .await
-        .expect("propose")
-        .into_inner()
-        .consent
-        .expect("consent");
+    let consent = proposed(&mut cast.proposer, &b, "run-promote-7").await;
     let verdicts = (0..32).map(|i| {
         let mut owner = cast.owner.clone();
         let consent = consent.clone();
@@ -1116,14 +1098,7 @@ async fn an_approval_issued_while_helmloop_is_down_survives_a_ward_restart_and_i
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
     append(&mut stack.helmloop_client(), &b.records).await;
-    let consent = cast
-        .proposer
-        .propose_promotion(request(&b, "run-promote-8"))
-        .await
-        .expect("propose")
-        .into_inner()
-        .consent
-        .expect("consent");
+    let consent = proposed(&mut cast.proposer, &b, "run-promote-8").await;
     stack.stop_helmloop().await;
     approve(&mut cast.owner, &consent).await.expect("approve");
     let p = promotion_of(&mut cast.reviewer, &consent.consent_id).await;
