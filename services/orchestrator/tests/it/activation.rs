@@ -11,7 +11,7 @@ use lychd_runtime::Office;
 use lychd_testkit::simllama::UnitFaults;
 use nix::sys::signal::Signal;
 
-use crate::common::{Decl, Stack, next, reason, stack};
+use crate::common::{Decl, Stack, eventually, next, reason, stack};
 
 /// One dynamic dedicated animator `a`, running, its model unloaded (ACTIVATABLE).
 async fn activatable() -> Stack {
@@ -161,36 +161,18 @@ async fn killing_the_orchestrator_mid_activation_leaves_an_armed_guard_that_fenc
             .await
     });
     until(&mut events, pb::TransitionPhase::Actuating).await;
-    let t = Instant::now();
-    while s.host.activations("a").await == 0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the activation reached the host"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    s.sandbox
-        .restart(Office::Orchestrator, Signal::SIGKILL)
-        .await;
-    assert!(
-        pending.await.expect("task").is_err(),
-        "the caller lost its answer"
-    );
-    s.reconnect();
+    eventually("the activation reached the host", || async {
+        s.host.activations("a").await > 0
+    })
+    .await;
+    s.kill_orchestrator(pending).await;
     let c = s.containments().await;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].cause, "RUNTIME_GUARD_ARMED");
     assert!(c[0].runtime_guard_armed);
     assert!(s.open_closures("a").await > 0, "no reopen");
     // The host finishes the load: the model is WARM, yet readiness alone proves nothing.
-    let t = Instant::now();
-    while !s.host.ready("a").await {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the activation completes"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the activation completes", || s.host.ready("a")).await;
     let e = recover(&s, c[0].containment_id)
         .await
         .expect_err("not proved");

@@ -13,7 +13,7 @@ use lychd_runtime::Office;
 use lychd_testkit::simllama::UnitFaults;
 use tonic::Code;
 
-use crate::common::{Client, next, reason, stack, three};
+use crate::common::{Client, eventually, next, reason, stack, three};
 
 /// Until the next event of `phase` for `key`.
 async fn until(
@@ -167,11 +167,10 @@ async fn cancelling_while_draining_reopens_admission_with_no_effect() {
         .await
         .transition_id;
     // The phase is announced as the close is asked for: wait until it landed.
-    let t = std::time::Instant::now();
-    while s.open_closures("b").await == 0 {
-        assert!(t.elapsed() < Duration::from_secs(10), "admission closed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("admission closed", || async {
+        s.open_closures("b").await > 0
+    })
+    .await;
     let o = cancel(&s.client, &id).await.expect("cancelled");
     assert_eq!(o.phase(), pb::TransitionPhase::CancelledRestored, "{o:?}");
     assert_eq!(

@@ -154,7 +154,35 @@ pub async fn stack_actuated(
     }
 }
 
+/// Wait until `holds` answers true, polling every 10 ms for at most 10 s (`what` names it).
+pub async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut holds: impl FnMut() -> F,
+) {
+    let t = std::time::Instant::now();
+    while !holds().await {
+        assert!(t.elapsed() < Duration::from_secs(10), "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 impl Stack {
+    /// Kill the Orchestrator (SIGKILL) and start it again while `pending` is in flight: its
+    /// caller loses the answer. Then a fresh client.
+    pub async fn kill_orchestrator<T, E>(
+        &mut self,
+        pending: tokio::task::JoinHandle<Result<T, E>>,
+    ) {
+        self.sandbox
+            .restart(Office::Orchestrator, nix::sys::signal::Signal::SIGKILL)
+            .await;
+        assert!(
+            pending.await.expect("task").is_err(),
+            "the caller lost its answer"
+        );
+        self.reconnect();
+    }
+
     /// A fresh client (after the Orchestrator restarted).
     pub fn reconnect(&mut self) {
         self.client = OrchestratorClient::new(channel_with(

@@ -10,7 +10,7 @@ use lychd_testkit::simllama::UnitFaults;
 use nix::sys::signal::Signal;
 use tonic::Code;
 
-use crate::common::{Stack, next, reason, stack, stack_with, three};
+use crate::common::{Stack, eventually, next, reason, stack, stack_with, three};
 
 fn phase(o: &pb::TransitionOutcome) -> pb::TransitionPhase {
     o.phase()
@@ -428,22 +428,11 @@ async fn killing_the_orchestrator_mid_transition_contains_it_and_reopens_nothing
     });
     until(&mut events, pb::TransitionPhase::Actuating).await;
     // Killed once the host has b's stop behind it and a's start in hand.
-    let t = Instant::now();
-    while s.host.counts("a").await.0 == 0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "a's start reached the host"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    s.sandbox
-        .restart(Office::Orchestrator, Signal::SIGKILL)
-        .await;
-    assert!(
-        pending.await.expect("task").is_err(),
-        "the caller lost its answer"
-    );
-    s.reconnect();
+    eventually("a's start reached the host", || async {
+        s.host.counts("a").await.0 > 0
+    })
+    .await;
+    s.kill_orchestrator(pending).await;
     let c = s.containments().await;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].cause, "INTERRUPTED");
@@ -457,11 +446,7 @@ async fn killing_the_orchestrator_mid_transition_contains_it_and_reopens_nothing
         .expect_err("fenced");
     assert_eq!(reason(&e), "TRANSITION_CONTAINED");
     // The host finishes what it was asked (a up, b down): the desired world, proved.
-    let t = Instant::now();
-    while !s.host.ready("a").await {
-        assert!(t.elapsed() < Duration::from_secs(10), "a's start completes");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("a's start completes", || s.host.ready("a")).await;
     let r = s
         .client
         .clone()
