@@ -47,6 +47,15 @@ DO $$ BEGIN
            END IF;
          END $$;
 
+DO $$ BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lychd_runner_owner') THEN
+             CREATE ROLE lychd_runner_owner LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+           END IF;
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'lychd_runner_app') THEN
+             CREATE ROLE lychd_runner_app LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+           END IF;
+         END $$;
+
 REVOKE CREATE, TEMPORARY ON DATABASE "lychd" FROM PUBLIC;
 
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
@@ -100,3 +109,13 @@ CREATE SCHEMA IF NOT EXISTS helmloop AUTHORIZATION lychd_helmloop_owner;
            GRANT USAGE, SELECT ON SEQUENCES TO lychd_helmloop_app;
          ALTER ROLE lychd_helmloop_owner SET search_path = helmloop;
          ALTER ROLE lychd_helmloop_app SET search_path = helmloop;
+
+CREATE SCHEMA IF NOT EXISTS runner AUTHORIZATION lychd_runner_owner;
+         REVOKE ALL ON SCHEMA runner FROM PUBLIC;
+         GRANT USAGE ON SCHEMA runner TO lychd_runner_app;
+         ALTER DEFAULT PRIVILEGES FOR ROLE lychd_runner_owner IN SCHEMA runner
+           GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO lychd_runner_app;
+         ALTER DEFAULT PRIVILEGES FOR ROLE lychd_runner_owner IN SCHEMA runner
+           GRANT USAGE, SELECT ON SEQUENCES TO lychd_runner_app;
+         ALTER ROLE lychd_runner_owner SET search_path = runner;
+         ALTER ROLE lychd_runner_app SET search_path = runner;

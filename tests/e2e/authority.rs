@@ -14,15 +14,7 @@ use lychd_testkit::{Sandbox, run_office};
 use tonic::Code;
 
 use crate::{channel_with, text};
-
-fn reason(status: &tonic::Status) -> String {
-    use tonic_types::StatusExt;
-    status
-        .get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
-}
+use lychd_testkit::refusal::reason;
 
 async fn describe(
     sandbox: &Sandbox,

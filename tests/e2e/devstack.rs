@@ -7,31 +7,10 @@ use std::time::{Duration, Instant};
 use lychd_runtime::Office;
 use lychd_testkit::bin_path;
 
-use crate::{grpcurl, text};
+use crate::{Interrupted, grpcurl, text};
 use nix::sys::signal::Signal;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
-
-/// `lychd dev` stopped as an operator stops it — Ctrl-C, so it stops its offices and its
-/// PostgreSQL — when the test ends early (a failed assertion): a killed `lychd dev` would leave
-/// them running.
-struct Interrupted(Option<tokio::process::Child>);
-
-impl Drop for Interrupted {
-    fn drop(&mut self) {
-        let Some(mut child) = self.0.take() else {
-            return;
-        };
-        if let Some(pid) = child.id() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGINT);
-        }
-        let deadline = Instant::now() + Duration::from_secs(40);
-        while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.start_kill();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_stack_comes_up_and_stops_cleanly() {
@@ -126,6 +105,9 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
     operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(
         &endpoints["orchestrator"],
         &tokens[&Office::Orchestrator],
+    );
+    a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
+        &endpoints, &tokens,
     );
 
     let child = stack.0.take().expect("running");
@@ -525,22 +507,31 @@ fn an_owner_approves_a_promotion_and_ward_delivers_its_records_with_grpcurl(
         let path = root.join(format!("fixtures/helmloop/records/{name}.json"));
         serde_json::from_slice(&std::fs::read(path).expect("fixture")).expect("json")
     };
-    let contract_file = root.join("fixtures/helmloop/records/outcome-contract-v1.json");
-    let encoded = std::process::Command::new("base64")
-        .arg("-w0")
-        .arg(&contract_file)
-        .output()
-        .expect("base64");
-    let appended = ok(
-        call(
+    // Owner records come only from Ward (issue 22 point 8): the operator, holding every other
+    // HelmLoop action, appends neither the contract nor a complete promotion decision.
+    let base64 = |name: &str| -> String {
+        let path = root.join(format!("fixtures/helmloop/records/{name}.json"));
+        let encoded = std::process::Command::new("base64")
+            .arg("-w0")
+            .arg(&path)
+            .output()
+            .expect("base64");
+        text(&encoded.stdout).trim().to_owned()
+    };
+    for name in ["outcome-contract-v1", "promotion-decision-v1"] {
+        let refused = call(
             helmloop,
             &operator_helmloop,
             "lychd.helmloop.v1.HelmLoop/AppendRecords",
-            &format!(r#"{{"records": ["{}"]}}"#, text(&encoded.stdout).trim()),
-        ),
-        "AppendRecords",
-    );
-    assert_eq!(appended["results"][0]["outcome"], "APPEND_OUTCOME_STORED");
+            &format!(r#"{{"records": ["{}"]}}"#, base64(name)),
+        );
+        assert!(!refused.status.success(), "the operator appended {name}");
+        assert!(
+            text(&refused.stderr).contains("PermissionDenied"),
+            "{name}: {}",
+            text(&refused.stderr)
+        );
+    }
 
     let ward_call = |bearer: &str, method: &str, body: &str| {
         ok(
@@ -591,6 +582,44 @@ fn an_owner_approves_a_promotion_and_ward_delivers_its_records_with_grpcurl(
         "ward:propose",
         "effect:helmloop",
     );
+
+    // The contract is proposed through Ward and approved by its owner, then delivered.
+    let proposed = ward_call(
+        &runner,
+        "ProposeOwnerRecords",
+        &format!(
+            r#"{{"run_id": "e2e-contract", "records": ["{}"]}}"#,
+            base64("outcome-contract-v1")
+        ),
+    );
+    let consent = &proposed["consent"];
+    assert_eq!(
+        proposed["promotion"]["ownerName"], "owner-alice",
+        "{proposed}"
+    );
+    let decide = format!(
+        r#"{{"consent_id": "{}", "verdict": "VERDICT_APPROVE", "review_digest": "{}"}}"#,
+        consent["consentId"].as_str().expect("id"),
+        consent["bindingDigest"].as_str().expect("digest")
+    );
+    assert_eq!(ward_call(&owner, "Decide", &decide)["changed"], true);
+    let get = format!(
+        r#"{{"consent_id": "{}"}}"#,
+        consent["consentId"].as_str().expect("id")
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = ward_call(&operator, "GetPromotion", &get);
+        let records = p["promotion"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if records.len() == 1 && records[0]["delivery"] == "stored" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not delivered within 20 s: {p}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     let contract = fixture("outcome-contract-v1");
     let assurance = fixture("assurance-decision-v1");
@@ -772,9 +801,11 @@ fn operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(orchestrator: 
         Some(3),
         "{topology}"
     );
+    // A transition is a resource: the caller names the attempt and, here, waits for the
+    // outcome (bounded below the request timeout).
     let outcome = call(
         "RequestTransition",
-        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50}"#,
+        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50, "request_id": "swap-1", "wait_ms": 15000}"#,
     );
     assert_eq!(
         outcome["outcome"]["phase"], "TRANSITION_PHASE_COMPLETED",
@@ -783,10 +814,149 @@ fn operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(orchestrator: 
     assert_eq!(outcome["outcome"]["plan"]["evict"][0], "gpu-a", "{outcome}");
     let again = call(
         "RequestTransition",
-        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50}"#,
+        r#"{"capability_key": "gpu-b:chat:qwen3-8b-q4", "priority": 50, "request_id": "swap-2", "wait_ms": 15000}"#,
     );
     assert_eq!(
         again["outcome"]["plan"]["action"], "PLAN_ACTION_NO_OP",
         "{again}"
+    );
+}
+
+/// The cold-capability flow (issue 25, point 4): after the hard swap `gpu-a` is cold; a
+/// client's `Lease` of its model is refused in-band `hardwareTransitionRequired`, naming the
+/// capability to converge; the client asks the Orchestrator for that transition (recorded and
+/// answered at once), follows it with `WatchTransitions` from a cursor until it completes, and
+/// its repeated `Lease` is granted.
+fn a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
+    let call = |office: Office, service: &str, method: &str, body: &str| -> serde_json::Value {
+        let bearer = format!("authorization: Bearer {}", tokens[&office]);
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            &endpoints[office.name()],
+            &format!("{service}/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let lease = r#"{"demand": {"family": "FAMILY_CHAT", "model_id": "llama-3.1-8b-q4"}, "holder": "client"}"#;
+    let refused = call(
+        Office::Dispatcher,
+        "lychd.dispatcher.v1.Dispatcher",
+        "Lease",
+        lease,
+    );
+    let key = refused["hardwareTransitionRequired"]["capabilityKey"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a hardware transition is required: {refused}"))
+        .to_owned();
+    assert_eq!(key, "gpu-a:chat:llama-3.1-8b-q4", "{refused}");
+    let orchestrator = "lychd.orchestrator.v1.Orchestrator";
+    let requested = call(
+        Office::Orchestrator,
+        orchestrator,
+        "RequestTransition",
+        &format!(r#"{{"capability_key": "{key}", "priority": 50, "request_id": "cold-1"}}"#),
+    );
+    let transition = &requested["transition"];
+    let id = transition["transitionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("recorded: {requested}"))
+        .to_owned();
+    let cursor = transition["events"][0]["sequence"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a sequence: {requested}"))
+        .to_owned();
+    // Follow it from the cursor (grpcurl prints each event as it arrives).
+    let bearer = format!("authorization: Bearer {}", tokens[&Office::Orchestrator]);
+    let mut watcher = std::process::Command::new(lychd_testkit::grpcurl())
+        .args([
+            "-plaintext",
+            "-max-time",
+            "60",
+            "-H",
+            &bearer,
+            "-d",
+            &format!(r#"{{"after_sequence": "{cursor}"}}"#),
+            &endpoints["orchestrator"],
+            &format!("{orchestrator}/WatchTransitions"),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grpcurl watches");
+    let (events_tx, events) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = watcher.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for message in serde_json::Deserializer::from_reader(stdout).into_iter() {
+            let Ok(message) = message else { return };
+            if events_tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    let mut phases = Vec::new();
+    loop {
+        let e = events
+            .recv_timeout(Duration::from_secs(45))
+            .expect("the watcher prints the next phase");
+        if e["transitionId"] != id.as_str() {
+            continue;
+        }
+        let phase = e["phase"].as_str().expect("phase").to_owned();
+        phases.push(phase.clone());
+        if phase != "TRANSITION_PHASE_COMPLETED" {
+            assert!(
+                !phase.ends_with("DECLINED_NO_EFFECT")
+                    && !phase.ends_with("FAILED_RESTORED")
+                    && !phase.ends_with("CONTAINED_UNCERTAIN"),
+                "{phases:?}"
+            );
+            continue;
+        }
+        break;
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    assert_eq!(
+        phases.first().map(String::as_str),
+        Some("TRANSITION_PHASE_ARBITRATING"),
+        "every phase after the cursor: {phases:?}"
+    );
+    let got = call(
+        Office::Orchestrator,
+        orchestrator,
+        "GetTransition",
+        &format!(r#"{{"transition_id": "{id}"}}"#),
+    );
+    assert_eq!(got["transition"]["settled"], true, "{got}");
+    let granted = call(
+        Office::Dispatcher,
+        "lychd.dispatcher.v1.Dispatcher",
+        "Lease",
+        lease,
+    );
+    assert_eq!(
+        granted["granted"]["capabilityKey"],
+        key.as_str(),
+        "{granted}"
+    );
+    let lease_id = granted["granted"]["leaseId"].as_str().expect("lease id");
+    call(
+        Office::Dispatcher,
+        "lychd.dispatcher.v1.Dispatcher",
+        "ReleaseLease",
+        &format!(r#"{{"lease_id": "{lease_id}", "holder": "client"}}"#),
     );
 }

@@ -1,7 +1,7 @@
 //! Graceful shutdown of a real office process: SIGTERM → health NOT_SERVING → the in-flight
 //! call completes → exit 0 within the grace period; a second signal exits at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use lychd_runtime::Office;
@@ -59,7 +59,6 @@ async fn sigterm_drains_in_flight_call_and_exits_zero() {
             .await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let signalled = Instant::now();
     sandbox.office(Office::Ward).signal(Signal::SIGTERM);
 
     let next = tokio::time::timeout(Duration::from_secs(5), watch.next())
@@ -88,7 +87,6 @@ async fn sigterm_drains_in_flight_call_and_exits_zero() {
         .await
         .expect("exits within grace");
     assert!(status.success(), "exit status {status}");
-    assert!(signalled.elapsed() < Duration::from_secs(8));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -45,6 +45,11 @@ fn entries() -> Vec<Entry> {
             package: "lychd-helmloop-service",
             scaffold: None,
         },
+        Entry {
+            spec: lychd_runner::spec(),
+            package: "lychd-runner",
+            scaffold: None,
+        },
     ]
 }
 
@@ -225,13 +230,26 @@ const TEMPLATE_FILES: &[(&str, &str)] = &[
     ("Cargo.toml.tmpl", "Cargo.toml"),
     ("src/lib.rs", "src/lib.rs"),
     ("src/main.rs", "src/main.rs"),
-    ("src/grpc.rs", "src/grpc.rs"),
+    ("src/grpc/mod.rs", "src/grpc/mod.rs"),
+    ("src/service/mod.rs", "src/service/mod.rs"),
+    ("src/store/mod.rs", "src/store/mod.rs"),
+    ("src/domain/mod.rs", "src/domain/mod.rs"),
     ("src/actions.rs", "src/actions.rs"),
     ("src/error.rs", "src/error.rs"),
     ("migrations/0001_office.sql", "migrations/0001_office.sql"),
 ];
 
-/// A scaffold office is exactly the template, rendered.
+/// Source text as rustfmt may lay it out for any name: without whitespace and without the
+/// trailing commas of wrapped lists.
+fn laid_out(text: &str) -> String {
+    let bare: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    bare.replace(",)", ")")
+        .replace(",]", "]")
+        .replace(",}", "}")
+}
+
+/// A scaffold office is exactly the template, rendered (and formatted: `cargo xtask
+/// new-office` runs `cargo fmt`, which wraps lines by the length of the office's names).
 fn scaffold(root: &Path, entry: &Entry) -> Vec<String> {
     let mut p = Vec::new();
     let Some(names) = entry.scaffold else {
@@ -246,7 +264,7 @@ fn scaffold(root: &Path, entry: &Entry) -> Vec<String> {
         );
         let path = format!("services/{n}/{file}");
         let got = read(root, &path, &mut p);
-        if got != want {
+        if laid_out(&got) != laid_out(&want) {
             p.push(format!("{path} differs from templates/office/{template}"));
         }
     }
@@ -320,11 +338,13 @@ fn all_problems(root: &Path) -> Vec<String> {
         p.extend(scaffold(root, e));
     }
     let refusals = read(root, "docs/refusals.md", &mut p);
-    p.extend(
-        lychd_runtime::refusal::undocumented(&refusals, &lychd_auth::REFUSALS)
-            .into_iter()
-            .map(|d| format!("docs/refusals.md: {d}")),
-    );
+    for catalogue in [&lychd_auth::REFUSALS, &lychd_runtime::wire::REFUSALS] {
+        p.extend(
+            lychd_runtime::refusal::undocumented(&refusals, catalogue)
+                .into_iter()
+                .map(|d| format!("docs/refusals.md: {d}")),
+        );
+    }
     p.extend(helmloop_reason_codes(root));
     p.extend(relayed_ward_reasons());
     p
@@ -419,5 +439,40 @@ fn every_office_needs_an_entry() {
     assert_eq!(
         office_entries(&entries),
         ["archive: 0 entries in tidy's office list (want 1)"]
+    );
+}
+
+/// `docs/refusals.md`'s tables as the catalogues render them: common, shared, `lychd.auth`,
+/// `lychd.wire`, then each office's (its own reasons, then the shared ones it answers).
+fn refusal_tables(entries: &[Entry]) -> Vec<(&'static str, String)> {
+    use lychd_runtime::refusal::{COMMON, SHARED, office_table, render_table};
+    let mut tables = vec![
+        ("common", render_table(COMMON)),
+        ("shared", render_table(SHARED)),
+    ];
+    for refusals in [&lychd_auth::REFUSALS, &lychd_runtime::wire::REFUSALS] {
+        tables.push((refusals.domain, office_table(refusals)));
+    }
+    for e in entries {
+        tables.push((e.spec.refusals.domain, office_table(&e.spec.refusals)));
+    }
+    tables
+}
+
+/// The tables of `docs/refusals.md` are generated from the catalogues (the prose around them is
+/// written by hand): `LYCHD_BLESS=1` rewrites them; otherwise a difference fails.
+#[test]
+fn refusal_tables_are_generated_from_the_catalogues() {
+    let path = root().join("docs/refusals.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/refusals.md");
+    let rendered = lychd_runtime::refusal::with_tables(&doc, &refusal_tables(&entries()))
+        .unwrap_or_else(|e| panic!("docs/refusals.md: {e}"));
+    if std::env::var_os("LYCHD_BLESS").is_some() {
+        std::fs::write(&path, &rendered).expect("bless docs/refusals.md");
+        return;
+    }
+    assert!(
+        doc == rendered,
+        "docs/refusals.md's tables differ from the catalogues: rerun this test with LYCHD_BLESS=1"
     );
 }

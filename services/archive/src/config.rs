@@ -55,16 +55,7 @@ pub struct Settings {
 
 pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     let section: ArchiveSection = cfg.office_section()?;
-    let origin = cfg
-        .source
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "configuration".into());
-    let bad = |field: &str, message: &str| ConfigError::Invalid {
-        origin: origin.clone(),
-        field: format!("office.{field}"),
-        message: message.into(),
-    };
+    let bad = |field: &str, message: &str| cfg.invalid_office(field, message);
     let policy_revision = i64::try_from(section.policy_revision)
         .ok()
         .filter(|p| *p >= 1)

@@ -5,7 +5,7 @@ lychd_runtime::auth::actions! {
     DESCRIBE = "dispatcher:describe";
     /// read capabilities, one's own leases and dispatch events (`ListCapabilities`, `GetLease`, `ListLeases`, `WatchDispatchEvents`)
     READ = "dispatcher:read";
-    /// see every principal's leases, not only one's own (`GetLease`, `ListLeases`; on `lease:*`)
+    /// see every principal's leases, not only one's own (`GetLease`, `ListLeases`, `WatchDispatchEvents`; on `lease:*`)
     READ_ALL = "dispatcher:read_all";
     /// obtain a lease on a capability, renew and release one's own leases (`Lease`, `RenewLease`, `ReleaseLease`)
     LEASE = "dispatcher:lease";

@@ -41,9 +41,13 @@ pub struct DispatcherSection {
     #[serde(default = "d_stream_recheck")]
     pub stream_recheck_interval_ms: u64,
     /// Most event streams (`WatchDispatchEvents`) this office serves at once (1..=10000);
-    /// beyond it a new one is refused `RESOURCE_EXHAUSTED`.
+    /// beyond it a new one is refused `RESOURCE_EXHAUSTED` (`STREAM_LIMIT_REACHED`).
     #[serde(default = "d_stream_limit")]
     pub stream_limit: usize,
+    /// Most of those one principal holds (1..=`stream_limit`; unset: a quarter, rounded up);
+    /// beyond it its next one is refused `RESOURCE_EXHAUSTED` (`STREAM_SHARE_REACHED`).
+    #[serde(default)]
+    pub stream_share: Option<usize>,
     #[serde(default)]
     pub animators: Vec<AnimatorDecl>,
     #[serde(default)]
@@ -88,21 +92,13 @@ pub struct Settings {
     pub poll_interval: Duration,
     pub stream_recheck_interval: Duration,
     pub stream_limit: usize,
+    pub stream_share: usize,
 }
 
 /// Read and validate `[office]`.
 pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     let section: DispatcherSection = cfg.office_section()?;
-    let origin = cfg
-        .source
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "configuration".into());
-    let bad = |field: &str, message: &str| ConfigError::Invalid {
-        origin: origin.clone(),
-        field: format!("office.{field}"),
-        message: message.into(),
-    };
+    let bad = |field: &str, message: &str| cfg.invalid_office(field, message);
     if !(1..=30_000).contains(&section.probe_timeout_ms) {
         return Err(bad("probe_timeout_ms", "must be between 1 and 30000"));
     }
@@ -146,9 +142,9 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
             "must be between 100 and 60000",
         ));
     }
-    if !(1..=10_000).contains(&section.stream_limit) {
-        return Err(bad("stream_limit", "must be between 1 and 10000"));
-    }
+    let (stream_limit, stream_share) =
+        lychd_runtime::streams::check(section.stream_limit, section.stream_share)
+            .map_err(|(field, message)| bad(field, &message))?;
     let registry = Registry::build(&section.animators, &section.capabilities)
         .map_err(|e| bad(&e.field, &e.message))?;
     Ok(Settings {
@@ -165,7 +161,8 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         drain_wait_max_ms: section.drain_wait_max_ms,
         poll_interval: Duration::from_millis(section.poll_interval_ms),
         stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
-        stream_limit: section.stream_limit,
+        stream_limit,
+        stream_share,
     })
 }
 
@@ -272,6 +269,10 @@ mod tests {
                 "office.stream_recheck_interval_ms",
             ),
             ("[office]\nstream_limit = 0\n", "office.stream_limit"),
+            (
+                "[office]\nstream_limit = 4\nstream_share = 5\n",
+                "office.stream_share",
+            ),
             ("[office]\nsurprise = 1\n", "office"),
             (
                 "[[office.animators]]\nname = \"a\"\nsource = \"soulstone\"\ndialect = \"openai\"\nendpoint = \"http://h:1\"\n",

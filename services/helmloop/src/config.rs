@@ -91,16 +91,7 @@ fn default_workers() -> usize {
 /// Read and validate `[office]`.
 pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     let s: HelmLoopSection = cfg.office_section()?;
-    let origin = cfg
-        .source
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "configuration".into());
-    let bad = |field: &str, message: &str| ConfigError::Invalid {
-        origin: origin.clone(),
-        field: format!("office.{field}"),
-        message: message.into(),
-    };
+    let bad = |field: &str, message: &str| cfg.invalid_office(field, message);
     const KIB: usize = 1024;
     const MIB: usize = 1024 * 1024;
     if !(1..=10_000).contains(&s.max_records_per_append) {

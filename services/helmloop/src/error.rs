@@ -1,14 +1,18 @@
-//! The office's one error type, its mapping to `tonic::Status` (stable `ErrorInfo` reasons in
-//! domain `lychd.helmloop`) and its refusal catalogue, listed in `docs/refusals.md`. Messages
-//! are lowercase and never echo a record, a context or any other payload.
+//! The office's refusals, each declared once (`refusals!`): its reasons (listed in
+//! `docs/refusals.md`), its one error type and their `tonic::Status` (stable `ErrorInfo` reasons
+//! in domain `lychd.helmloop`). Messages are lowercase and never echo a record, a context or any
+//! other payload.
 
 use lychd_helmloop::ErrorCode;
-use lychd_runtime::refusal::{Reason, Refusals, Violations};
-use tonic::Status;
+use lychd_runtime::refusal::Reason;
 
-/// The HelmLoop office's refusal reasons (the common ones belong to every office).
-pub mod reasons {
-    lychd_runtime::refusal::reasons! {
+lychd_runtime::refusal::refusals! {
+    /// The HelmLoop office's one error type: every refusal it answers, each declared once below.
+    #[derive(Debug, thiserror::Error)]
+    pub enum HelmLoopError in crate::OFFICE.domain();
+    common [InvalidArgument, invalid, Refused, Interrupted, Internal, Database];
+    shared [PAGE_TOKEN_INVALID];
+    reasons {
         /// the JSON is longer than the office's cap for that field
         C14N_TOO_LARGE = InvalidArgument;
         /// the JSON starts with a byte-order mark
@@ -57,23 +61,22 @@ pub mod reasons {
         CONTEXT_UNBOUND = InvalidArgument;
         /// `input_digest` is not `sha256:<64 hex>`
         DIGEST_MALFORMED = InvalidArgument;
-        /// `page.page_token` is not a token this office issued
-        PAGE_TOKEN_INVALID = InvalidArgument;
         /// `adapter` names no conformance suite of this office (`core`, `standalone`, `better-workflows`)
         ADAPTER_UNKNOWN = InvalidArgument;
         /// no record is stored under this record type and id
-        RECORD_NOT_FOUND = NotFound;
+        RECORD_NOT_FOUND = NotFound => RecordNotFound;
         /// no evaluation is stored under this input digest
-        EVALUATION_NOT_FOUND = NotFound;
+        EVALUATION_NOT_FOUND = NotFound => EvaluationNotFound;
         /// more records, or more bytes of records, are stored for this subject and revision than one reduction takes
-        STORED_SET_TOO_LARGE = ResourceExhausted;
+        STORED_SET_TOO_LARGE = ResourceExhausted => StoredSetTooLarge;
         /// every reduction worker is busy and the queue is full; retry later
-        REDUCER_BUSY = ResourceExhausted;
+        REDUCER_BUSY = ResourceExhausted => ReducerBusy;
+    }
+    answers {
+        /// First bodies kept appearing under an append's identities while it was authorized.
+        FirstBodiesChanged => CONCURRENT_CHANGE;
     }
 }
-
-/// The HelmLoop office's refusals.
-pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
 
 /// The reason of a strict-parse failure: the parser's own code.
 pub fn c14n_reason(code: ErrorCode) -> Reason {
@@ -93,75 +96,6 @@ pub fn c14n_reason(code: ErrorCode) -> Reason {
         ErrorCode::NegativeZero => C14N_NEGATIVE_ZERO,
         ErrorCode::UnsafeInteger => C14N_UNSAFE_INTEGER,
         ErrorCode::DepthExceeded => C14N_DEPTH_EXCEEDED,
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HelmLoopError {
-    /// Bad input; nothing changed. The status reason is the first violation's.
-    #[error("invalid request")]
-    InvalidArgument(Violations),
-    #[error("record not found")]
-    RecordNotFound,
-    #[error("evaluation not found")]
-    EvaluationNotFound,
-    #[error("stored set too large")]
-    StoredSetTooLarge,
-    #[error("reducer busy")]
-    ReducerBusy,
-    /// Ward's refusal, asked again immediately before a write: relayed as decided.
-    #[error("refused by ward")]
-    Refused(Box<Status>),
-    /// The blocking task ended without an answer (the office is stopping, or a bug).
-    #[error("interrupted before it answered; its outcome is unknown")]
-    Interrupted,
-    /// A broken invariant (a stored body that no longer parses, an unserializable value).
-    #[error("internal invariant broken")]
-    Internal(&'static str),
-    #[error("database error")]
-    Database(#[from] sqlx::Error),
-}
-
-pub type Result<T, E = HelmLoopError> = std::result::Result<T, E>;
-
-impl From<Violations> for HelmLoopError {
-    fn from(v: Violations) -> Self {
-        HelmLoopError::InvalidArgument(v)
-    }
-}
-
-impl HelmLoopError {
-    pub fn invalid(
-        field: impl Into<String>,
-        reason: Reason,
-        description: impl Into<std::borrow::Cow<'static, str>>,
-    ) -> Self {
-        let mut v = Violations::new();
-        v.push(field, reason, description);
-        HelmLoopError::InvalidArgument(v)
-    }
-}
-
-impl From<HelmLoopError> for Status {
-    fn from(e: HelmLoopError) -> Status {
-        use lychd_runtime::refusal::common;
-        match e {
-            HelmLoopError::InvalidArgument(v) => REFUSALS.invalid(v),
-            HelmLoopError::RecordNotFound => REFUSALS.refuse(reasons::RECORD_NOT_FOUND),
-            HelmLoopError::EvaluationNotFound => REFUSALS.refuse(reasons::EVALUATION_NOT_FOUND),
-            HelmLoopError::StoredSetTooLarge => REFUSALS.refuse(reasons::STORED_SET_TOO_LARGE),
-            HelmLoopError::ReducerBusy => REFUSALS.refuse(reasons::REDUCER_BUSY),
-            HelmLoopError::Refused(status) => *status,
-            HelmLoopError::Interrupted => {
-                tracing::error!("a helmloop task ended without an answer");
-                REFUSALS.refuse(common::OUTCOME_UNKNOWN)
-            }
-            HelmLoopError::Internal(what) => {
-                tracing::error!(what, "helmloop invariant broken");
-                REFUSALS.refuse(common::INTERNAL)
-            }
-            HelmLoopError::Database(db) => REFUSALS.database(&db),
-        }
     }
 }
 

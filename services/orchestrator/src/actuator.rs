@@ -4,7 +4,8 @@
 //! simulated host's control API (`lychd_simllama::SimHost`): stop each evictee, then start
 //! each launch target, each call bounded by the transition's deadline. Behind the same port:
 //! [`systemd`] (generated user units through an attested `systemctl`, under the lifecycle
-//! [`lock`]) and the `host-reactor` producer (`reactor::producer`).
+//! [`lock`]) and the `host-reactor` producer (`reactor::producer`). Which one runs is chosen
+//! at start (`service::startup`), so this port knows neither the configuration nor the spool.
 //!
 //! A second, distinct operation of the port: `activate(ActivationIntent)`, the runtime-native
 //! activation of a `SOFT_SWAP` (§23 "Runtime-Started Convergence": the adapter loads the target
@@ -24,36 +25,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::domain::intent::{ActivationIntent, TransitionIntent};
-
-/// What applying an intent did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    /// Every step was accepted by the host (readiness is verified separately).
-    Applied,
-    /// Refused before any effect: nothing on the host changed.
-    NoEffect,
-    /// Something may have changed; what is unknown (a step failed or timed out after the
-    /// first was submitted). The transition compensates.
-    Uncertain,
-    /// The host proved the exact expected pre-world after a failed step (its own bounded
-    /// inverse, or nothing changed): nothing is left to compensate.
-    Restored,
-    /// The host could prove neither world after its one bounded inverse (or cannot classify
-    /// claimed work): contain at once, no further attempt.
-    Contained,
-}
-
-impl Applied {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Applied::Applied => "APPLIED",
-            Applied::NoEffect => "NO_EFFECT",
-            Applied::Uncertain => "UNCERTAIN",
-            Applied::Restored => "RESTORED",
-            Applied::Contained => "CONTAINED",
-        }
-    }
-}
+/// What applying an intent did (defined with the rite's step table, which decides on it).
+pub use crate::domain::rite::Applied;
 
 /// The one port every actuator implements.
 #[tonic::async_trait]
@@ -111,6 +84,34 @@ impl Simulated {
 
     /// [`Simulated::post`] with a JSON body.
     async fn post_body(&self, path: &str, body: Bytes, deadline: Instant) -> Result<u16, bool> {
+        self.call(hyper::Method::POST, path, body, deadline)
+            .await
+            .map(|(status, _)| status)
+    }
+
+    /// GET `path`: the answer's JSON when it is a 200 (`None` otherwise, or past `deadline`).
+    pub(crate) async fn get_json(
+        &self,
+        path: &str,
+        deadline: Instant,
+    ) -> Option<serde_json::Value> {
+        match self
+            .call(hyper::Method::GET, path, Bytes::new(), deadline)
+            .await
+        {
+            Ok((200, body)) => serde_json::from_slice(&body).ok(),
+            _ => None,
+        }
+    }
+
+    /// One call: the status and the body.
+    async fn call(
+        &self,
+        method: hyper::Method,
+        path: &str,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Result<(u16, Bytes), bool> {
         let Ok(Ok(stream)) =
             tokio::time::timeout_at(deadline, TcpStream::connect(&self.authority)).await
         else {
@@ -122,16 +123,18 @@ impl Simulated {
                 .await
                 .ok()?;
             let driver = tokio::spawn(conn);
-            let req = Request::post(path)
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
                 .header("host", &self.authority)
                 .header("content-type", "application/json")
                 .body(Full::new(body))
                 .ok()?;
             let res = sender.send_request(req).await.ok()?;
             let status = res.status().as_u16();
-            let _ = res.into_body().collect().await;
+            let body = res.into_body().collect().await.ok()?.to_bytes();
             driver.abort();
-            Some(status)
+            Some((status, body))
         };
         tokio::time::timeout_at(deadline, call)
             .await
@@ -189,66 +192,5 @@ pub struct Unconfigured;
 impl Actuator for Unconfigured {
     async fn apply(&self, _intent: &TransitionIntent, _deadline: Instant) -> Applied {
         Applied::NoEffect
-    }
-}
-
-/// The actuator `[office.actuator]` chose (refused start-up, naming the field, when its
-/// `systemctl` fails attestation or its spool is unsafe).
-pub fn build(settings: &crate::config::Settings) -> anyhow::Result<std::sync::Arc<dyn Actuator>> {
-    use std::sync::Arc;
-    if let Some(endpoint) = &settings.simulated_host {
-        let sim = Simulated::new(endpoint)
-            .map_err(|e| anyhow::anyhow!("office.actuator.endpoint {e}"))?
-            .with_runtime_models(crate::config::runtime_models(settings));
-        return Ok(Arc::new(sim));
-    }
-    if let Some(sd) = &settings.systemd {
-        let actuator = systemd::Systemd::new(&sd.systemctl, &sd.lock_file)
-            .map_err(|e| anyhow::anyhow!("office.actuator.systemctl {e}"))?
-            .with_sources(&settings.graph);
-        return Ok(Arc::new(actuator));
-    }
-    if let Some(hr) = &settings.host_reactor {
-        let producer = crate::reactor::producer::HostReactor::new(&hr.spool, hr.claim_deadline)
-            .map_err(|e| anyhow::anyhow!("office.actuator.spool {e}"))?;
-        return Ok(Arc::new(producer));
-    }
-    Ok(Arc::new(Unconfigured))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use lychd_runtime::Office;
-    use lychd_runtime::config::OfficeConfig;
-
-    use super::*;
-
-    fn settings(dir: &Path, actuator: &str) -> crate::config::Settings {
-        let p = dir.join("orchestrator.toml");
-        std::fs::write(&p, format!("[office.actuator]\n{actuator}")).expect("write");
-        let cfg = OfficeConfig::load(Office::Orchestrator, Some(&p), Vec::new()).expect("cfg");
-        crate::config::load(&cfg).expect("settings")
-    }
-
-    #[test]
-    fn an_unattested_systemctl_or_an_unsafe_spool_refuses_start_up_naming_the_field() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let s = settings(
-            dir.path(),
-            "kind = \"systemd\"\nsystemctl = \"/nonexistent/systemctl\"\n",
-        );
-        let e = build(&s).err().expect("refused").to_string();
-        assert!(e.starts_with("office.actuator.systemctl"), "{e}");
-        let spool = dir.path().join("spool");
-        std::fs::create_dir(&spool).expect("mkdir");
-        std::os::unix::fs::symlink(dir.path(), spool.join("inbox")).expect("link");
-        let s = settings(
-            dir.path(),
-            &format!("kind = \"host-reactor\"\nspool = \"{}\"\n", spool.display()),
-        );
-        let e = build(&s).err().expect("refused").to_string();
-        assert!(e.starts_with("office.actuator.spool"), "{e}");
     }
 }

@@ -60,12 +60,14 @@ impl Dispatcher {
                     .iter()
                     .map(|o| (o.capability_key.clone(), phase(o.phase)))
                     .collect();
-                let admission_open = a.admission.is_some_and(|s| s.open_closures == 0);
+                let admission_open = a.admission.as_ref().is_some_and(|s| s.open_closures == 0);
+                let live_leases = a.admission.as_ref().map_or(0, |s| s.live_leases);
                 world.insert(
                     a.animator,
                     AnimatorView {
                         phases,
                         admission_open,
+                        live_leases,
                     },
                 );
             }

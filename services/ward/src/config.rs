@@ -22,6 +22,8 @@ struct Section {
     consent_ttl_by_class: BTreeMap<String, u32>,
     /// Open `WatchConsents` streams at most.
     stream_limit: usize,
+    /// Of those, held by one principal at most (unset: a quarter of `stream_limit`, rounded up).
+    stream_share: Option<usize>,
     /// How often an open stream asks for its caller's authority again, in milliseconds.
     stream_recheck_interval_ms: u64,
     /// Directory of standing preauthorization rule files (`*.toml`), loaded at start as one
@@ -30,6 +32,9 @@ struct Section {
     /// How often undelivered promotion records are sent to the HelmLoop office again, in
     /// milliseconds (an approval also sends at once).
     promotion_retry_interval_ms: u64,
+    /// How old the oldest queued decision record may grow (the database reads but cannot
+    /// write) before new decisions are refused `DECISION_LOG_UNAVAILABLE`, in milliseconds.
+    decision_log_max_age_ms: u64,
 }
 
 impl Default for Section {
@@ -38,9 +43,11 @@ impl Default for Section {
             consent_ttl_seconds: 15 * 60,
             consent_ttl_by_class: BTreeMap::new(),
             stream_limit: 64,
+            stream_share: None,
             stream_recheck_interval_ms: 2000,
             preauth_dir: None,
             promotion_retry_interval_ms: 1000,
+            decision_log_max_age_ms: 10_000,
         }
     }
 }
@@ -51,23 +58,17 @@ pub struct Settings {
     ttl_default: u32,
     ttl_by_class: Vec<(EffectClass, u32)>,
     pub stream_limit: usize,
+    pub stream_share: usize,
     pub stream_recheck_interval: Duration,
     pub preauth_dir: Option<PathBuf>,
     pub promotion_retry_interval: Duration,
+    pub decision_log_max_age: Duration,
 }
 
 impl Settings {
     pub fn load(config: &OfficeConfig) -> Result<Settings, ConfigError> {
         let section: Section = config.office_section()?;
-        let invalid = |field: String, message: &str| ConfigError::Invalid {
-            origin: config
-                .source
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "configuration".into()),
-            field,
-            message: message.to_owned(),
-        };
+        let invalid = |field: String, message: &str| config.invalid(field, message);
         let in_range = |n: u32| (1..=CONSENT_TTL_MAX_SECONDS).contains(&n);
         if !in_range(section.consent_ttl_seconds) {
             return Err(invalid(
@@ -85,9 +86,9 @@ impl Settings {
             }
             ttl_by_class.push((class, *ttl));
         }
-        if !(1..=10_000).contains(&section.stream_limit) {
-            return Err(invalid("office.stream_limit".into(), "must be 1..=10000"));
-        }
+        let (stream_limit, stream_share) =
+            lychd_runtime::streams::check(section.stream_limit, section.stream_share)
+                .map_err(|(field, message)| invalid(format!("office.{field}"), &message))?;
         if !(100..=60_000).contains(&section.stream_recheck_interval_ms) {
             return Err(invalid(
                 "office.stream_recheck_interval_ms".into(),
@@ -100,13 +101,21 @@ impl Settings {
                 "must be 50..=600000 milliseconds",
             ));
         }
+        if !(100..=600_000).contains(&section.decision_log_max_age_ms) {
+            return Err(invalid(
+                "office.decision_log_max_age_ms".into(),
+                "must be 100..=600000 milliseconds",
+            ));
+        }
         Ok(Settings {
             ttl_default: section.consent_ttl_seconds,
             ttl_by_class,
-            stream_limit: section.stream_limit,
+            stream_limit,
+            stream_share,
             stream_recheck_interval: Duration::from_millis(section.stream_recheck_interval_ms),
             preauth_dir: section.preauth_dir,
             promotion_retry_interval: Duration::from_millis(section.promotion_retry_interval_ms),
+            decision_log_max_age: Duration::from_millis(section.decision_log_max_age_ms),
         })
     }
 
@@ -175,7 +184,7 @@ mod tests {
         let s = Settings::load(&cfg).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(s.consent_ttl(EffectClass::Standard), 900);
         assert_eq!(s.consent_ttl(EffectClass::HostLifecycle), 300);
-        assert_eq!(s.stream_limit, 64);
+        assert_eq!((s.stream_limit, s.stream_share), (64, 16));
         assert_eq!(
             s.preauth_dir, None,
             "no rule directory unless one is mounted"
@@ -206,6 +215,7 @@ mod tests {
             ),
             ("consent_tll_seconds = 5", "office.consent_tll_seconds"),
             ("stream_limit = 0", "office.stream_limit"),
+            ("stream_limit = 4\nstream_share = 5", "office.stream_share"),
             (
                 "stream_recheck_interval_ms = 5",
                 "office.stream_recheck_interval_ms",

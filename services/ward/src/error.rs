@@ -1,8 +1,9 @@
-//! The office's one error type, the one place SQL errors are translated (by SQLSTATE), and the
-//! one function that turns an error into a gRPC status. Messages are lowercase and never carry
-//! a secret, a token or a refused value.
+//! The office's refusals, each declared once (`refusals!`: its reasons, listed in
+//! `docs/refusals.md`, its one error type and their gRPC statuses), and the one place SQL errors
+//! are translated (by SQLSTATE). Messages are lowercase and never carry a secret, a token or a
+//! refused value.
 
-use lychd_runtime::refusal::{DbFailure, Refusals, Violations};
+use lychd_runtime::refusal::{DbFailure, Violations};
 use tonic::Status;
 
 use crate::domain::consent::ConsentRefusal;
@@ -10,10 +11,14 @@ use crate::domain::decision::ExchangeRefusal;
 use crate::domain::promotion::PromotionRefusal;
 use crate::domain::secret::NoRandomness;
 
-/// Ward's refusal reasons (the common ones belong to every office); listed in
-/// `docs/refusals.md`.
-pub mod reasons {
-    lychd_runtime::refusal::reasons! {
+lychd_runtime::refusal::refusals! {
+    /// Ward's one error type: every refusal it answers, each declared once below.
+    #[derive(Debug, thiserror::Error)]
+    pub enum WardError in crate::OFFICE.domain();
+    common [InvalidArgument];
+    shared [STREAM_LIMIT_REACHED, STREAM_SHARE_REACHED, REQUEST_ID_INVALID, PAGE_TOKEN_INVALID];
+    streams [StreamLimitReached, StreamShareReached];
+    reasons {
         /// no principal has this id
         PRINCIPAL_NOT_FOUND = NotFound;
         /// no credential has this id
@@ -41,19 +46,21 @@ pub mod reasons {
         /// the credential's principal was revoked
         PRINCIPAL_REVOKED = Unauthenticated;
         /// the principal is revoked: nothing more may be issued or assigned to it
-        PRINCIPAL_REVOKED_ADMIN("PRINCIPAL_REVOKED") = FailedPrecondition;
+        PRINCIPAL_REVOKED_ADMIN("PRINCIPAL_REVOKED") = FailedPrecondition => PrincipalRevoked;
         /// the credential is revoked: it cannot be rotated
-        CREDENTIAL_REVOKED_ADMIN("CREDENTIAL_REVOKED") = FailedPrecondition;
-        /// a principal exists already: bootstrap happens once
-        ALREADY_BOOTSTRAPPED = FailedPrecondition;
+        CREDENTIAL_REVOKED_ADMIN("CREDENTIAL_REVOKED") = FailedPrecondition => CredentialRevoked;
+        /// ward is already bootstrapped (a principal exists): bootstrap happens once
+        ALREADY_BOOTSTRAPPED = FailedPrecondition => AlreadyBootstrapped;
         /// the decision log cannot take another record now: no decision is answered that would not be recorded
-        DECISION_LOG_UNAVAILABLE = Unavailable;
-        /// this Ward has as many open watch streams as it allows: close one, or try again later
-        STREAM_LIMIT_REACHED = ResourceExhausted;
+        DECISION_LOG_UNAVAILABLE = Unavailable => DecisionLogUnavailable;
         /// no consent has this id
         CONSENT_NOT_FOUND = NotFound;
         /// the digest the approver reviewed is not the consent's binding digest: nothing was settled
         REVIEW_DIGEST_MISMATCH = FailedPrecondition;
+        /// the decider is the principal that requested the call: no principal gives the verdict on its own effect
+        SELF_APPROVAL = PermissionDenied;
+        /// the consent's class is live-only: only a human principal may settle it
+        LIVE_VERDICT_REQUIRED = PermissionDenied;
         /// the consent is not granted (pending, denied, cancelled or expired): it cannot be consumed or revoked
         CONSENT_NOT_GRANTED = FailedPrecondition;
         /// the approval was consumed already (an approval is good for one effect)
@@ -75,13 +82,13 @@ pub mod reasons {
         /// the consent is bound by a proposal already (a proposal binds exactly one consent, and a consent one proposal)
         PROPOSAL_EXISTS = AlreadyExists;
         /// only the principal that proposed the call may make, close or annotate its proposal
-        NOT_THE_PROPOSER = PermissionDenied;
+        NOT_THE_PROPOSER = PermissionDenied => NotProposer;
         /// the proposal was withdrawn or superseded already: it cannot be closed again or succeed another
-        PROPOSAL_CLOSED = FailedPrecondition;
+        PROPOSAL_CLOSED = FailedPrecondition => ProposalClosed;
         /// the consent judges no promotion
         PROMOTION_NOT_FOUND = NotFound;
         /// only the contract's accountable owner may settle a promotion
-        NOT_THE_OWNER = PermissionDenied;
+        NOT_THE_OWNER = PermissionDenied => NotOwner;
         /// this Ward has no HelmLoop office configured (`peers.helmloop`) or no session of its own: promotions are refused
         HELMLOOP_NOT_CONFIGURED = FailedPrecondition;
         /// the HelmLoop office did not answer: try again
@@ -94,15 +101,132 @@ pub mod reasons {
         OWNER_NOT_ENROLLED = FailedPrecondition;
         /// the promotion's grant validity ended before the approval: nothing was settled or issued
         PROMOTION_VALIDITY_ENDED = FailedPrecondition;
+        /// a proposed owner record's identity (record type and id) is taken at the HelmLoop office or by a record Ward issued: nothing was settled or issued
+        RECORD_IDENTITY_TAKEN = FailedPrecondition;
+        /// the token asked about is missing
+        TOKEN_MISSING = InvalidArgument;
+        /// `action` is not `<office>:<verb>` of Ward's grammar
+        ACTION_INVALID = InvalidArgument;
+        /// `object` is not `<type>:<id>` or `<type>:*` of Ward's grammar
+        OBJECT_INVALID = InvalidArgument;
+        /// an audience is not an office name, or the audiences are not 1..16 distinct names
+        AUDIENCE_INVALID = InvalidArgument;
+        /// `purpose` is not a slug of Ward's grammar
+        PURPOSE_INVALID = InvalidArgument;
+        /// `expected_policy_generation` is negative
+        POLICY_GENERATION_INVALID = InvalidArgument;
+        /// `kind` is not one of its enum's values (principal, credential or proposal record kind)
+        KIND_INVALID = InvalidArgument;
+        /// `name` is not a principal name (a slug of 1..64 characters)
+        PRINCIPAL_NAME_INVALID = InvalidArgument;
+        /// `display_name` is not 1..128 characters without control characters or surrounding spaces
+        DISPLAY_NAME_INVALID = InvalidArgument;
+        /// `ttl_seconds` is outside the credential kind's bounds
+        TTL_INVALID = InvalidArgument;
+        /// `expires_at` is not a valid instant, or not in the future
+        EXPIRES_AT_INVALID = InvalidArgument;
+        /// the target (of a revocation, or a promotion's HelmLoop reference) is missing or malformed
+        TARGET_INVALID = InvalidArgument;
+        /// a principal id is missing or not a UUID
+        PRINCIPAL_ID_MALFORMED = InvalidArgument;
+        /// `credential_id` is missing or not a UUID
+        CREDENTIAL_ID_MALFORMED = InvalidArgument;
+        /// `session_id` is missing or not a UUID
+        SESSION_ID_MALFORMED = InvalidArgument;
+        /// `assignment_id` is missing or not a UUID
+        ASSIGNMENT_ID_MALFORMED = InvalidArgument;
+        /// `consent_id` is missing or not a UUID
+        CONSENT_ID_MALFORMED = InvalidArgument;
+        /// a proposal or group id is missing, not a UUID, or names no usable proposal
+        PROPOSAL_ID_MALFORMED = InvalidArgument;
+        /// `run_id` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        RUN_ID_INVALID = InvalidArgument;
+        /// `effect_owner` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        EFFECT_OWNER_INVALID = InvalidArgument;
+        /// `effect_id` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        EFFECT_ID_INVALID = InvalidArgument;
+        /// `effect_revision` is not positive
+        EFFECT_REVISION_INVALID = InvalidArgument;
+        /// `tool_name` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        TOOL_NAME_INVALID = InvalidArgument;
+        /// `deferred_call_id` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        DEFERRED_CALL_ID_INVALID = InvalidArgument;
+        /// `arguments_json` is not one HL-C14N-1 JSON object under the size cap
+        ARGUMENTS_INVALID = InvalidArgument;
+        /// `effect_class` is not one of the `EFFECT_CLASS_` values
+        EFFECT_CLASS_INVALID = InvalidArgument;
+        /// a bound field is too long, holds control characters, is not NFC, or its expiry is not a whole second
+        BINDING_INVALID = InvalidArgument;
+        /// `verdict` is not `VERDICT_APPROVE` or `VERDICT_DENY`
+        VERDICT_INVALID = InvalidArgument;
+        /// `review_digest` is not `sha256:` and 64 lowercase hex digits
+        REVIEW_DIGEST_MALFORMED = InvalidArgument;
+        /// `binding_digest` is not `sha256:` and 64 lowercase hex digits
+        BINDING_DIGEST_MALFORMED = InvalidArgument;
+        /// `state` is not a `CONSENT_STATE_` value
+        CONSENT_STATE_INVALID = InvalidArgument;
+        /// `slug` is not 1..64 characters of `[a-z0-9-]`
+        SLUG_INVALID = InvalidArgument;
+        /// `after_change` is above 2^63-1
+        AFTER_CHANGE_INVALID = InvalidArgument;
+        /// `occurrence` is not 1..128 characters of `[A-Za-z0-9._:-]`
+        OCCURRENCE_INVALID = InvalidArgument;
+        /// a record's `text` is missing where its kind needs it, present where it allows none, too long or not printable
+        TEXT_INVALID = InvalidArgument;
+        /// `attempt_id` is missing where the record kind needs it, present where it allows none, or malformed
+        ATTEMPT_ID_INVALID = InvalidArgument;
+        /// `receipt_id` is missing where the record kind needs it, present where it allows none, or malformed
+        RECEIPT_ID_INVALID = InvalidArgument;
+        /// `contract` is not a HelmLoop reference (identifier and digest)
+        CONTRACT_INVALID = InvalidArgument;
+        /// `assurance` is not a HelmLoop reference (identifier and digest)
+        ASSURANCE_INVALID = InvalidArgument;
+        /// `evidence` is not 1..64 distinct HelmLoop references
+        EVIDENCE_INVALID = InvalidArgument;
+        /// `grantee_id` is not a HelmLoop identifier
+        GRANTEE_INVALID = InvalidArgument;
+        /// `scope` is not 1..32 distinct elements of at most 256 bytes
+        SCOPE_INVALID = InvalidArgument;
+        /// `not_after` is missing or not a whole millisecond instant
+        NOT_AFTER_INVALID = InvalidArgument;
+        /// `records` are not 1..64 exact owner records of one owner
+        RECORDS_INVALID = InvalidArgument;
+    }
+    answers {
+        /// As many watch streams are open as the office allows.
+        StreamLimitReached => STREAM_LIMIT_REACHED
+            with "this Ward has as many open watch streams as it allows: close one, or try again later";
+        /// The caller holds its whole share of the watch streams.
+        StreamShareReached => STREAM_SHARE_REACHED
+            with "the caller holds its whole share of this Ward's watch streams (`stream_share`): close one of its own; others may still open theirs";
+    }
+    custom {
+        #[error("{} not found", .0.name())]
+        NotFound(Entity) => not_found;
+        #[error("{} already exists", .0.name())]
+        AlreadyExists(Entity) => already_exists;
+        /// A credential could not be exchanged.
+        #[error("{}", .0.message())]
+        Refused(ExchangeRefusal) => exchange_refused;
+        #[error("no randomness available")]
+        NoRandomness(#[from] NoRandomness) => |_| {
+            tracing::error!("operating system gave no randomness");
+            REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)
+        };
+        /// A consent cannot be settled, consumed or revoked as asked (nothing was changed).
+        #[error("consent refused: {}", .0.as_str())]
+        Consent(ConsentRefusal) => consent_refused;
+        /// A promotion cannot be proposed or approved as asked (nothing was changed).
+        #[error("promotion refused: {}", .0.as_str())]
+        Promotion(PromotionRefusal) => promotion_refused;
+        /// A database failure, answered as the runtime classifies it.
+        #[error("database failure")]
+        Database(#[source] sqlx::Error) => |e| REFUSALS.database(&e);
     }
 }
 
-/// Ward's refusals.
-pub const REFUSALS: Refusals = Refusals::new(crate::OFFICE.domain(), reasons::OWN);
 /// `ErrorInfo.domain` of Ward's refusals.
 pub const DOMAIN: &str = REFUSALS.domain;
-
-pub type Result<T, E = WardError> = std::result::Result<T, E>;
 
 /// Records an error can be about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,62 +253,6 @@ impl Entity {
             Entity::Proposal => "proposal",
             Entity::Promotion => "promotion",
         }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WardError {
-    /// Bad input, every bad field named; nothing was changed.
-    #[error("invalid argument")]
-    InvalidArgument(Violations),
-    #[error("{} not found", .0.name())]
-    NotFound(Entity),
-    #[error("{} already exists", .0.name())]
-    AlreadyExists(Entity),
-    /// A credential could not be exchanged.
-    #[error("{}", .0.message())]
-    Refused(ExchangeRefusal),
-    /// The principal is revoked: nothing more may be issued or assigned to it.
-    #[error("principal revoked")]
-    PrincipalRevoked,
-    /// The credential is revoked (it cannot be rotated).
-    #[error("credential revoked")]
-    CredentialRevoked,
-    /// A principal exists already: bootstrap happens once.
-    #[error("ward is already bootstrapped")]
-    AlreadyBootstrapped,
-    #[error("no randomness available")]
-    NoRandomness(#[from] NoRandomness),
-    /// The decision log cannot take another record now (its writer is behind or stopped): no
-    /// decision is answered that would not be recorded.
-    #[error("decision log unavailable")]
-    DecisionLogUnavailable,
-    /// A consent cannot be settled, consumed or revoked as asked (nothing was changed).
-    #[error("consent refused: {}", .0.as_str())]
-    Consent(ConsentRefusal),
-    /// Only the principal that proposed the call may make, close or annotate its proposal.
-    #[error("not the proposer")]
-    NotProposer,
-    /// The proposal was withdrawn or superseded already.
-    #[error("proposal closed")]
-    ProposalClosed,
-    /// Only the contract's accountable owner may settle a promotion.
-    #[error("not the owner")]
-    NotOwner,
-    /// A promotion cannot be proposed or approved as asked (nothing was changed).
-    #[error("promotion refused: {}", .0.as_str())]
-    Promotion(PromotionRefusal),
-    /// As many watch streams are open as the office allows.
-    #[error("stream limit reached")]
-    StreamLimitReached,
-    /// A database failure, answered as the runtime classifies it.
-    #[error("database failure")]
-    Database(#[source] sqlx::Error),
-}
-
-impl From<Violations> for WardError {
-    fn from(v: Violations) -> Self {
-        WardError::InvalidArgument(v)
     }
 }
 
@@ -216,78 +284,79 @@ impl From<sqlx::Error> for WardError {
 
 /// The one mapping to a gRPC status.
 pub fn into_status(e: WardError) -> Status {
-    use reasons::*;
-    match e {
-        WardError::InvalidArgument(violations) => REFUSALS.invalid(violations),
-        WardError::NotFound(entity) => REFUSALS.refuse(match entity {
-            Entity::Principal => PRINCIPAL_NOT_FOUND,
-            Entity::Credential => CREDENTIAL_NOT_FOUND,
-            Entity::Session => SESSION_NOT_FOUND,
-            Entity::Assignment => ASSIGNMENT_NOT_FOUND,
-            Entity::Consent => CONSENT_NOT_FOUND,
-            Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
-            Entity::Proposal => PROPOSAL_NOT_FOUND,
-            Entity::Promotion => PROMOTION_NOT_FOUND,
-        }),
-        WardError::AlreadyExists(entity) => REFUSALS.refuse(match entity {
-            Entity::Principal => PRINCIPAL_EXISTS,
-            Entity::Credential => CREDENTIAL_EXISTS,
-            Entity::Session => SESSION_EXISTS,
-            Entity::Assignment => ASSIGNMENT_EXISTS,
-            Entity::Proposal => PROPOSAL_EXISTS,
-            // Never raised: a replayed proposal returns its consent and a sync updates its rule.
-            Entity::Consent | Entity::PreauthRule | Entity::Promotion => {
-                lychd_runtime::refusal::common::INTERNAL
-            }
-        }),
-        WardError::Refused(r) => REFUSALS.refuse_with(
-            match r {
-                ExchangeRefusal::CredentialUnknown => CREDENTIAL_UNKNOWN,
-                ExchangeRefusal::CredentialExpired => CREDENTIAL_EXPIRED,
-                ExchangeRefusal::CredentialRevoked => CREDENTIAL_REVOKED,
-                ExchangeRefusal::CredentialExchanged => CREDENTIAL_EXCHANGED,
-                ExchangeRefusal::PrincipalRevoked => PRINCIPAL_REVOKED,
-            },
-            r.message(),
-        ),
-        WardError::PrincipalRevoked => REFUSALS.refuse(PRINCIPAL_REVOKED_ADMIN),
-        WardError::CredentialRevoked => REFUSALS.refuse(CREDENTIAL_REVOKED_ADMIN),
-        WardError::AlreadyBootstrapped => REFUSALS.refuse(ALREADY_BOOTSTRAPPED),
-        WardError::DecisionLogUnavailable => REFUSALS.refuse(DECISION_LOG_UNAVAILABLE),
-        WardError::StreamLimitReached => REFUSALS.refuse(STREAM_LIMIT_REACHED),
-        WardError::NotProposer => REFUSALS.refuse(NOT_THE_PROPOSER),
-        WardError::ProposalClosed => REFUSALS.refuse(PROPOSAL_CLOSED),
-        WardError::NotOwner => REFUSALS.refuse(NOT_THE_OWNER),
-        WardError::Promotion(r) => REFUSALS.refuse(match r {
-            PromotionRefusal::NotConfigured => HELMLOOP_NOT_CONFIGURED,
-            PromotionRefusal::Unavailable => HELMLOOP_UNAVAILABLE,
-            PromotionRefusal::ContractNotFound => CONTRACT_NOT_FOUND,
-            PromotionRefusal::ContractUnusable => CONTRACT_UNUSABLE,
-            PromotionRefusal::OwnerNotEnrolled => OWNER_NOT_ENROLLED,
-            PromotionRefusal::ValidityEnded => PROMOTION_VALIDITY_ENDED,
-        }),
-        WardError::Consent(r) => REFUSALS.refuse(match r {
-            ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
-            ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,
-            ConsentRefusal::Consumed => CONSENT_CONSUMED,
-            ConsentRefusal::Revoked => CONSENT_REVOKED,
-            ConsentRefusal::BindingExpired => CONSENT_BINDING_EXPIRED,
-            ConsentRefusal::PrincipalRevoked => CONSENT_PRINCIPAL_REVOKED,
-            ConsentRefusal::BindingMismatch => CONSENT_BINDING_MISMATCH,
-            ConsentRefusal::RuleInvalid => CONSENT_RULE_INVALID,
-        }),
-        WardError::NoRandomness(_) => {
-            tracing::error!("operating system gave no randomness");
-            REFUSALS.refuse(lychd_runtime::refusal::common::INTERNAL)
-        }
-        WardError::Database(source) => REFUSALS.database(&source),
-    }
+    Status::from(e)
 }
 
-impl From<WardError> for Status {
-    fn from(e: WardError) -> Self {
-        into_status(e)
-    }
+fn not_found(entity: Entity) -> Status {
+    use reasons::*;
+    REFUSALS.refuse(match entity {
+        Entity::Principal => PRINCIPAL_NOT_FOUND,
+        Entity::Credential => CREDENTIAL_NOT_FOUND,
+        Entity::Session => SESSION_NOT_FOUND,
+        Entity::Assignment => ASSIGNMENT_NOT_FOUND,
+        Entity::Consent => CONSENT_NOT_FOUND,
+        Entity::PreauthRule => PREAUTH_RULE_NOT_FOUND,
+        Entity::Proposal => PROPOSAL_NOT_FOUND,
+        Entity::Promotion => PROMOTION_NOT_FOUND,
+    })
+}
+
+fn already_exists(entity: Entity) -> Status {
+    use reasons::*;
+    REFUSALS.refuse(match entity {
+        Entity::Principal => PRINCIPAL_EXISTS,
+        Entity::Credential => CREDENTIAL_EXISTS,
+        Entity::Session => SESSION_EXISTS,
+        Entity::Assignment => ASSIGNMENT_EXISTS,
+        Entity::Proposal => PROPOSAL_EXISTS,
+        // Never raised: a replayed proposal returns its consent and a sync updates its rule.
+        Entity::Consent | Entity::PreauthRule | Entity::Promotion => {
+            lychd_runtime::refusal::common::INTERNAL
+        }
+    })
+}
+
+fn exchange_refused(r: ExchangeRefusal) -> Status {
+    use reasons::*;
+    REFUSALS.refuse_with(
+        match r {
+            ExchangeRefusal::CredentialUnknown => CREDENTIAL_UNKNOWN,
+            ExchangeRefusal::CredentialExpired => CREDENTIAL_EXPIRED,
+            ExchangeRefusal::CredentialRevoked => CREDENTIAL_REVOKED,
+            ExchangeRefusal::CredentialExchanged => CREDENTIAL_EXCHANGED,
+            ExchangeRefusal::PrincipalRevoked => PRINCIPAL_REVOKED,
+        },
+        r.message(),
+    )
+}
+
+fn promotion_refused(r: PromotionRefusal) -> Status {
+    use reasons::*;
+    REFUSALS.refuse(match r {
+        PromotionRefusal::NotConfigured => HELMLOOP_NOT_CONFIGURED,
+        PromotionRefusal::Unavailable => HELMLOOP_UNAVAILABLE,
+        PromotionRefusal::ContractNotFound => CONTRACT_NOT_FOUND,
+        PromotionRefusal::ContractUnusable => CONTRACT_UNUSABLE,
+        PromotionRefusal::OwnerNotEnrolled => OWNER_NOT_ENROLLED,
+        PromotionRefusal::ValidityEnded => PROMOTION_VALIDITY_ENDED,
+        PromotionRefusal::IdentityTaken => RECORD_IDENTITY_TAKEN,
+    })
+}
+
+fn consent_refused(r: ConsentRefusal) -> Status {
+    use reasons::*;
+    REFUSALS.refuse(match r {
+        ConsentRefusal::SelfApproval => SELF_APPROVAL,
+        ConsentRefusal::LiveVerdictRequired => LIVE_VERDICT_REQUIRED,
+        ConsentRefusal::ReviewDigestMismatch => REVIEW_DIGEST_MISMATCH,
+        ConsentRefusal::NotGranted => CONSENT_NOT_GRANTED,
+        ConsentRefusal::Consumed => CONSENT_CONSUMED,
+        ConsentRefusal::Revoked => CONSENT_REVOKED,
+        ConsentRefusal::BindingExpired => CONSENT_BINDING_EXPIRED,
+        ConsentRefusal::PrincipalRevoked => CONSENT_PRINCIPAL_REVOKED,
+        ConsentRefusal::BindingMismatch => CONSENT_BINDING_MISMATCH,
+        ConsentRefusal::RuleInvalid => CONSENT_RULE_INVALID,
+    })
 }
 
 #[cfg(test)]

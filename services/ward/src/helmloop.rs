@@ -1,5 +1,7 @@
 //! Ward's link to the HelmLoop office (`peers.helmloop`), called with Ward's own session:
-//! reading a promotion's contract, and delivering the issued owner records from the outbox.
+//! reading a promotion's contract, looking up whether a proposed owner record's identity is
+//! taken, and delivering the issued owner records (promotions' and proposed ones) from the
+//! outbox.
 //!
 //! Delivery is at-least-once and idempotent: each attempt is counted before the records are
 //! sent; a record whose earlier attempt may have arrived (a lost acknowledgement) is first
@@ -87,6 +89,23 @@ impl Link {
                 WardError::Promotion(PromotionRefusal::ContractUnusable)
             }
         })
+    }
+
+    /// Does the office hold any body under (`record_type`, `id`)?
+    pub async fn holds(&self, record_type: &str, id: &str) -> Result<bool> {
+        let found = self
+            .client
+            .clone()
+            .get_record(hl::GetRecordRequest {
+                record_type: record_type.to_owned(),
+                id: id.to_owned(),
+            })
+            .await;
+        match found {
+            Ok(answer) => Ok(!answer.into_inner().records.is_empty()),
+            Err(status) if status.code() == Code::NotFound => Ok(false),
+            Err(status) => Err(unreachable_office(&status)),
+        }
     }
 
     /// Start the delivery loop; it ends within `every` once the returned waker's last holder

@@ -1,10 +1,13 @@
 //! The Ward office: authenticates, authorizes, administers identities; never executes an
 //! effect.
 //!
-//! Layers: `domain/` (pure rules: grammar, secrets, lifetimes, decisions, paging — no sqlx, no
-//! tonic), `store/` (SQL on the `ward` schema only, one module per aggregate), `grpc` (thin
-//! handlers: decode → domain/store → encode), `verifier` (Ward's own [`lychd_auth::Verifier`],
-//! deciding from its tables), `error` (the one error type and its status mapping).
+//! Layers: `domain/` (pure rules: secrets, lifetimes, decisions, consent, preauthorization,
+//! promotion, paging — no sqlx, no tonic, no clock; the name grammar is `lychd_auth::grammar`),
+//! `store/` (SQL on the `ward` schema only, one module per aggregate), `service/` (the use
+//! cases, one module per capability: identity, decisions, consent, proposals, promotion),
+//! `grpc/` (thin handlers per capability: decode → authorize → service → encode), `helmloop`
+//! (Ward's one outgoing link), `verifier` (Ward's own [`lychd_auth::Verifier`], deciding from
+//! its tables), `error` (the one error type and its status mapping).
 
 pub mod actions;
 pub mod config;
@@ -12,6 +15,7 @@ pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod helmloop;
+pub mod service;
 pub mod store;
 pub mod verifier;
 

@@ -89,6 +89,10 @@ impl Verifier for LocalVerifier {
         }
         Ok(decision(&d))
     }
+
+    async fn flush_counts(&self) -> Result<(), AuthError> {
+        self.strangers.flush().await.map_err(unavailable)
+    }
 }
 
 pub(crate) fn decision(d: &DecisionRecord) -> Decision {

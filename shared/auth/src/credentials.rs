@@ -79,12 +79,7 @@ async fn renew(
         match ward.exchange_credential(request).await {
             Ok(answer) => {
                 let answer = answer.into_inner();
-                let lifetime = answer
-                    .expires_at
-                    .map(
-                        |t| Duration::from_secs(t.seconds.saturating_sub(now_unix()).max(3) as u64),
-                    )
-                    .unwrap_or(Duration::from_secs(60));
+                let renew_in = renew_after(answer.lifetime_seconds);
                 if tx
                     .send(Some(Arc::new(SecretString::from(answer.session_token))))
                     .is_err()
@@ -92,11 +87,8 @@ async fn renew(
                     return;
                 }
                 backoff = Duration::from_secs(1);
-                tracing::debug!(
-                    renew_in_s = (lifetime * 2 / 3).as_secs(),
-                    "session obtained"
-                );
-                tokio::time::sleep(lifetime * 2 / 3).await;
+                tracing::debug!(renew_in_s = renew_in.as_secs(), "session obtained");
+                tokio::time::sleep(renew_in).await;
             }
             Err(status) => {
                 tracing::warn!(code = ?status.code(), retry_in_s = backoff.as_secs(), "cannot obtain a session from ward");
@@ -107,9 +99,24 @@ async fn renew(
     }
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+/// When to renew a session that lasts `lifetime_seconds` from its exchange (Ward's answer, by
+/// its database clock): at two thirds of it, at least 2 s on. The process clock is never
+/// compared with `expires_at`, so a clock skewed from the database's cannot make an office
+/// renew late (and lose its session) or in a loop.
+pub fn renew_after(lifetime_seconds: u32) -> Duration {
+    Duration::from_secs(u64::from(lifetime_seconds.max(3))) * 2 / 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_is_timed_by_the_lifetime_ward_measured() {
+        assert_eq!(renew_after(3_600), Duration::from_secs(2_400));
+        assert_eq!(renew_after(600), Duration::from_secs(400));
+        // A session about to end (or an older Ward that sends no lifetime): soon, not never.
+        assert_eq!(renew_after(0), Duration::from_secs(2));
+        assert_eq!(renew_after(1), Duration::from_secs(2));
+    }
 }

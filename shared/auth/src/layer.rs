@@ -16,6 +16,38 @@ pub const OPEN_PREFIXES: &[&str] = &[
     "/grpc.reflection.v1alpha.",
 ];
 
+/// Put by the server's wire check into the extensions of a response refusing a request body
+/// that does not decode (or is too large). On a method that authenticates in its handler the
+/// layer has not asked Ward yet, so it does then: a bearer that authenticates nobody is answered
+/// `UNAUTHENTICATED` instead, and a stranger learns nothing about the bytes it sent. (Elsewhere
+/// the bearer was authenticated before the body was read.)
+#[derive(Debug, Clone, Copy)]
+pub struct Undecodable;
+
+/// Who authenticates a call to a method, by its path: the one rule the layer follows (and the
+/// tidy test checks every office's methods against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Health and reflection ([`OPEN_PREFIXES`]): no credential.
+    Open,
+    /// The layer asks Ward before the handler runs.
+    Layer,
+    /// The handler's own decision authenticates (a bearer is still required; on input that
+    /// does not decode the layer authenticates after it).
+    Handler,
+}
+
+/// The [`Gate`] of the method at `path` under an office's `self_authenticating` methods.
+pub fn gate(path: &str, self_authenticating: &[&str]) -> Gate {
+    if OPEN_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        Gate::Open
+    } else if self_authenticating.contains(&path) {
+        Gate::Handler
+    } else {
+        Gate::Layer
+    }
+}
+
 #[derive(Clone)]
 pub struct AuthLayer {
     verifier: Arc<dyn Verifier>,
@@ -76,7 +108,8 @@ where
         let layer = self.layer.clone();
         Box::pin(async move {
             let path = request.uri().path();
-            if OPEN_PREFIXES.iter().any(|p| path.starts_with(p)) {
+            let gate = gate(path, layer.self_authenticating);
+            if gate == Gate::Open {
                 return inner.call(request).await;
             }
             let header = request
@@ -87,7 +120,8 @@ where
                 Ok(t) => t.to_owned(),
                 Err(status) => return Ok(status.into_http()),
             };
-            if !layer.self_authenticating.contains(&path) {
+            let self_authenticating = gate == Gate::Handler;
+            if !self_authenticating {
                 if !is_session_token(&token) {
                     return Ok(unknown_session().into_http());
                 }
@@ -98,7 +132,16 @@ where
                     Err(e) => return Ok(e.into_status().into_http()),
                 }
             }
-            inner.call(request).await
+            let response = inner.call(request).await?;
+            if self_authenticating && response.extensions().get::<Undecodable>().is_some() {
+                if !is_session_token(&token) {
+                    return Ok(unknown_session().into_http());
+                }
+                if let Err(e) = layer.verifier.authenticate(&token, layer.audience).await {
+                    return Ok(e.into_status().into_http());
+                }
+            }
+            Ok(response)
         })
     }
 }

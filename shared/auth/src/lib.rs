@@ -11,12 +11,15 @@
 //!   on the next decision.
 //! - [`credentials::SessionSource`]: an office's own session, exchanged from its service
 //!   credential and renewed before expiry, presented on calls to other offices.
+//! - [`grammar`]: the names Ward decides over (actions `<office>:<verb>`, objects, audiences,
+//!   purposes, principal names), parsed in one place for every office.
 //!
 //! Invariant: this crate decides nothing itself; every decision is Ward's. It never logs or
 //! returns a token or credential.
 
 pub mod admin;
 pub mod credentials;
+pub mod grammar;
 pub mod layer;
 pub mod ward;
 
@@ -179,6 +182,13 @@ pub trait Verifier: Send + Sync + 'static {
     /// Who holds `token`, presented to the office `audience`?
     async fn authenticate(&self, token: &str, audience: &str) -> Result<Principal, AuthError>;
     async fn authorize(&self, query: &Query<'_>) -> Result<Decision, AuthError>;
+
+    /// Write now what this verifier counts and holds back between writes (Ward's own verifier:
+    /// the refusals of strangers at Ward's auth layer, ADR 0005), so a listing made next sees
+    /// them. Nothing to do for a verifier that holds nothing back.
+    async fn flush_counts(&self) -> Result<(), AuthError> {
+        Ok(())
+    }
 }
 
 /// Whether `token` has the shape of a Ward session token (`lws_` and 64 lowercase hex digits,

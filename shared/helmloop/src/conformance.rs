@@ -93,10 +93,10 @@ impl Case {
     /// Parses a case document (strict HL-C14N-1).
     pub fn parse(bytes: &[u8]) -> Result<Case, CaseError> {
         // Records nest as deep inside a case as on their own (resolutions §H.8).
-        let doc = crate::parse::parse_records(
+        let doc = crate::parse_records(
             bytes,
-            crate::parse::ParseOptions::default(),
-            crate::parse::RecordRoots::CaseRecords,
+            crate::ParseOptions::default(),
+            crate::RecordRoots::CaseRecords,
         )
         .map_err(|e| CaseError(e.to_string()))?;
         Case::from_value(doc)
@@ -106,7 +106,7 @@ impl Case {
     pub fn from_value(doc: Value) -> Result<Case, CaseError> {
         // Records nest as deep inside a case as on their own (resolutions §H.8).
         let case_digest =
-            crate::canon::to_canonical_vec_records(&doc, crate::parse::RecordRoots::CaseRecords)
+            crate::canon::to_canonical_vec_records(&doc, crate::RecordRoots::CaseRecords)
                 .map(|bytes| {
                     crate::digest::digest_canonical(crate::digest::Domain::Binding, &bytes)
                 })

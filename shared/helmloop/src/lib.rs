@@ -1,5 +1,6 @@
 //! HelmLoop v0.1 core: the strict HL-C14N-1 canonical JSON profile, record and
-//! binding digests, the executable schema bundle and document validation.
+//! binding digests (from `lychd-canon`, re-exported here), the executable
+//! schema bundle, document validation and the reducer.
 //!
 //! Pure: no I/O, no clock, no async runtime; it never panics on input. The
 //! `helmloop` binary in this crate is the only place that touches files.
@@ -15,36 +16,28 @@
 //! assert_eq!(d, digest_json(Domain::Record, br#"{"a":1}"#).unwrap());
 //! ```
 
+// Canonical JSON and digests live in `lychd-canon`; imported here under their
+// module names so the reducer, schema and validation modules keep their paths.
+use lychd_canon::{canon, digest, error, utf16, value};
+
 pub mod adapter;
-mod canon;
 pub mod conformance;
-mod digest;
-mod error;
-mod parse;
 pub mod portability;
 pub mod reduce;
 pub mod schema;
 mod structural;
-mod utf16;
+pub mod time;
 pub mod validate;
-mod value;
 
-pub use canon::{
-    DIGEST_MEMBER, Omit, canonicalize, canonicalize_into, canonicalize_with, to_canonical_string,
-    to_canonical_vec, to_canonical_vec_omit, to_canonical_vec_records,
-};
-pub use digest::{
-    Digest, DigestSyntaxError, Domain, binding_digest, canonical_for_domain, digest_canonical,
-    digest_json, digest_json_with, digest_value, record_digest,
-};
-pub use error::{C14nError, ErrorCode};
-pub use parse::{
-    DEFAULT_MAX_BYTES, MAX_DEPTH, ParseOptions, RecordRoots, is_nfc, parse, parse_records,
-    parse_with,
+pub use lychd_canon::{
+    C14nError, DEFAULT_MAX_BYTES, DIGEST_MEMBER, Digest, DigestSyntaxError, Domain, ErrorCode,
+    MAX_DEPTH, MAX_SAFE_INTEGER, Map, Omit, ParseOptions, RecordRoots, Value, binding_digest,
+    canonical_for_domain, canonicalize, canonicalize_into, canonicalize_with, cmp_utf16,
+    digest_canonical, digest_json, digest_json_with, digest_value, is_nfc, parse, parse_records,
+    parse_with, record_digest, to_canonical_string, to_canonical_vec, to_canonical_vec_omit,
+    to_canonical_vec_records,
 };
 pub use reduce::{EvaluationInput, ReductionResult, policy_digest, reduce, reduce_bytes};
-pub use utf16::cmp_utf16;
-pub use value::{MAX_SAFE_INTEGER, Map, Value};
 
 /// Protocol version of the records and inputs this crate handles.
 pub const PROTOCOL_VERSION: &str = "0.1";

@@ -26,8 +26,8 @@
 use std::fmt;
 
 use crate::digest::{Digest, binding_digest, record_digest};
-use crate::reduce::time::{Millis, parse_timestamp};
 use crate::schema::{Shape, is_valid_value};
+use crate::time::{Millis, parse_timestamp};
 use crate::utf16::cmp_utf16;
 use crate::value::{Map, Value};
 use crate::{canon, parse};

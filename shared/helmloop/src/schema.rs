@@ -80,6 +80,23 @@ impl RecordType {
         RecordType::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
+    /// Whether a record of this type (a learning signal with `disposition`) is owner-issued:
+    /// one an observation adapter may never create (spec §8) — contracts, grants, assurance and
+    /// promotion decisions, and a learning signal that accepts. The one definition both Ward
+    /// (which issues them) and the HelmLoop office (which reserves their append) use.
+    pub fn is_owner_issued(self, disposition: Option<&str>) -> bool {
+        match self {
+            RecordType::OutcomeContract
+            | RecordType::AuthorityGrant
+            | RecordType::AssuranceDecision
+            | RecordType::PromotionDecision => true,
+            RecordType::LearningSignal => disposition == Some("accepted"),
+            RecordType::ExecutionReceipt
+            | RecordType::EvidenceRecord
+            | RecordType::ReconciliationRecord => false,
+        }
+    }
+
     /// File name of the entry schema in `schemas/`.
     pub const fn entry_file(self) -> &'static str {
         match self {

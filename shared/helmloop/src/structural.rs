@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
-use crate::reduce::time::parse_timestamp;
+use crate::time::parse_timestamp;
 use crate::utf16::{cmp_utf16, eq_short};
 use crate::value::{Map, Value};
 

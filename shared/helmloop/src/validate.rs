@@ -7,9 +7,9 @@
 //! its entry schema, then its record digest. The report lists every issue,
 //! sorted by UTF-16 code units of path, code, keyword and message.
 
+use crate::ParseOptions;
 use crate::digest::{Digest, record_digest};
 use crate::error::C14nError;
-use crate::parse::ParseOptions;
 use crate::schema::{self, RecordType, SchemaIssue, Shape};
 use crate::utf16::cmp_utf16;
 use crate::value::{Map, Value};
@@ -181,11 +181,7 @@ pub fn validate_document_with(input: &[u8], options: ParseOptions) -> Report {
 /// and schema order, then sorted).
 pub fn validate_document_limited(input: &[u8], options: ParseOptions, max_issues: usize) -> Report {
     // The nesting limit is counted inside each record (resolutions §H.8).
-    let doc = match crate::parse::parse_records(
-        input,
-        options,
-        crate::parse::RecordRoots::InputRecords,
-    ) {
+    let doc = match crate::parse_records(input, options, crate::RecordRoots::InputRecords) {
         Ok(v) => v,
         Err(e) => {
             return Report {

@@ -1,8 +1,10 @@
 //! `lychd`: the operator tool. `lychd dev` brings the whole system up on one machine —
 //! PostgreSQL from the machine's binaries, roles and migrations for every office, each office
-//! as a supervised child process on loopback — and stops it all on Ctrl-C.
+//! as a supervised child process on loopback — and stops it all on Ctrl-C. `lychd provision`
+//! sets a deployment up, one idempotent step per command, with the same code.
 
 mod dev;
+mod provision;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,6 +22,10 @@ struct Cli {
 enum Command {
     /// Run the whole stack locally until Ctrl-C.
     Dev(DevArgs),
+    /// Set a deployment up: database roles and passwords, Ward's bootstrap, every office's
+    /// service principal and credential (each step idempotent; see deploy/README.md).
+    #[command(subcommand)]
+    Provision(provision::ProvisionCommand),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -56,6 +62,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Dev(args) => dev::run(args).await,
+            Command::Provision(command) => provision::run(command).await,
         }
     });
     match result {

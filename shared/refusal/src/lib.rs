@@ -1,18 +1,44 @@
 //! The one refusal vocabulary of every office and of `lychd-auth`.
 //!
 //! - [`Reason`]: one stable `ErrorInfo.reason` with its gRPC code and meaning. An office declares
-//!   its own with [`reasons!`]; [`COMMON`] are those every office shares (bad input, database
-//!   failures, unknown outcomes).
+//!   its refusals with [`refusals!`]: one row per reason makes its constant, its catalogue entry,
+//!   its error variant and its status. [`COMMON`] are those every office answers (bad input,
+//!   database failures, unknown outcomes); [`shared`] those several offices opt into (stream
+//!   places, paging, request ids). [`reasons!`] declares bare reasons (`lychd-auth`, the wire).
 //! - [`Refusals`]: an office's `ErrorInfo.domain` and catalogue; the only builder of refusal
 //!   statuses ([`Refusals::refuse`], [`Refusals::invalid`], [`Refusals::database`]).
 //! - [`Violations`]: every bad field of a request, collected while it is decoded into a typed
 //!   command, so a refusal names them all at once (bounded: at most [`MAX_LISTED`] are listed).
+//! - [`bounds`]: the ranges of numbers and instants every office checks at intake.
 //! - [`DbFailure`]: the one classifier of database errors (by SQLSTATE and connection state).
+//! - [`commit`], [`ambiguous`], [`AmbiguousWrite`]: how a write whose answer was lost (the
+//!   connection failed after `COMMIT` or a single-statement write was sent) is told apart from a
+//!   failure before anything was sent: the first is `OUTCOME_UNKNOWN`, the second
+//!   `DATABASE_UNAVAILABLE`.
 //!
 //! Messages are lowercase and never carry a secret, a token or the refused value. The catalogue
-//! of each domain is listed in `docs/refusals.md`; [`undocumented`] is what keeps the two equal.
+//! of each domain is listed in `docs/refusals.md`, whose tables [`with_tables`] renders from the
+//! catalogues; [`undocumented`] names what differs.
 //!
 //! Invariant: knows no office's business; builds statuses, decides nothing.
+
+pub mod bounds;
+mod declare;
+mod docs;
+
+pub use docs::{office_table, render_table, undocumented, with_tables};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use sqlx::Error as SqlxError;
+    pub use tonic::Status;
+    pub use tracing;
+
+    /// `map(x)`, with `map`'s argument type taken from `x` (a `custom` row's closure).
+    pub fn apply<T>(x: T, map: impl FnOnce(T) -> Status) -> Status {
+        map(x)
+    }
+}
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -96,6 +122,52 @@ pub mod common {
 /// The reasons every office's catalogue holds.
 pub const COMMON: &[Reason] = common::OWN;
 
+/// Reasons several offices answer, declared once here; an office opts into those it answers
+/// (`shared [..]` in [`refusals!`]) and its catalogue holds them. Their messages are the
+/// violation's description (bad input) or the office's own words (`with "…"`), so only the
+/// name, the code and the meaning are shared.
+pub mod shared {
+    reasons! {
+        /// the office serves as many streams as it may (`stream_limit`): close one, or retry later
+        STREAM_LIMIT_REACHED = ResourceExhausted;
+        /// the caller holds its whole share of the office's streams (`stream_share`): close one of its own; others may still open theirs
+        STREAM_SHARE_REACHED = ResourceExhausted;
+        /// `page.page_token` is not a token this office issued
+        PAGE_TOKEN_INVALID = InvalidArgument;
+        /// `page.page_size` is beyond the office's page bound
+        PAGE_SIZE_OUT_OF_RANGE = InvalidArgument;
+        /// `request_id` is empty, too long or not printable
+        REQUEST_ID_INVALID = InvalidArgument;
+        /// `priority` is outside 0..=100
+        PRIORITY_OUT_OF_RANGE = InvalidArgument;
+        /// a capability key (`capability_key`, `demand.capability_key`) is not a capability key
+        CAPABILITY_KEY_MALFORMED = InvalidArgument;
+    }
+
+    /// Why a stream was refused its place (`lychd_runtime::streams`); an office declaring
+    /// `streams [Limit, Share]` in [`refusals!`](crate::refusals) converts it into its error.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum StreamRefused {
+        /// Every place of the office is taken ([`STREAM_LIMIT_REACHED`]).
+        Limit,
+        /// The caller holds its whole share already ([`STREAM_SHARE_REACHED`]); others may
+        /// still open.
+        Share,
+    }
+
+    impl StreamRefused {
+        pub fn reason(self) -> crate::Reason {
+            match self {
+                StreamRefused::Limit => STREAM_LIMIT_REACHED,
+                StreamRefused::Share => STREAM_SHARE_REACHED,
+            }
+        }
+    }
+}
+
+/// Every shared reason (documented once under the heading `` `shared` ``).
+pub const SHARED: &[Reason] = shared::OWN;
+
 /// At most this many field violations are listed in one refusal; the count of the rest is
 /// named, so a refusal of a 10,000-element list stays small.
 pub const MAX_LISTED: usize = 16;
@@ -158,6 +230,17 @@ impl Violations {
         self.check(field, common::INVALID_ARGUMENT, result)
     }
 
+    /// One bad field: how a single-field refusal is built.
+    pub fn one(
+        field: impl Into<String>,
+        reason: Reason,
+        description: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        let mut v = Violations::new();
+        v.push(field, reason, description);
+        v
+    }
+
     /// Take over `other`'s violations (a nested decoder's).
     pub fn extend(&mut self, other: Violations) {
         self.0.extend(other.0);
@@ -200,6 +283,9 @@ pub enum DbFailure {
     Unavailable,
     /// 23505 on the named constraint: the office decides whether it expected it.
     UniqueViolation(Option<String>),
+    /// The connection failed after a `COMMIT` or a single-statement write was sent (tagged by
+    /// [`ambiguous`]): it may or may not have taken effect.
+    OutcomeUnknown,
     /// Anything else: a bug or a broken invariant.
     Other,
 }
@@ -217,6 +303,9 @@ impl DbFailure {
                 }
                 _ => DbFailure::Other,
             },
+            sqlx::Error::Io(io) if io.get_ref().is_some_and(|e| e.is::<AmbiguousWrite>()) => {
+                DbFailure::OutcomeUnknown
+            }
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::PoolTimedOut
@@ -233,9 +322,49 @@ impl DbFailure {
             DbFailure::LockTimeout => common::LOCK_TIMEOUT,
             DbFailure::Timeout => common::DATABASE_TIMEOUT,
             DbFailure::Unavailable => common::DATABASE_UNAVAILABLE,
+            DbFailure::OutcomeUnknown => common::OUTCOME_UNKNOWN,
             DbFailure::UniqueViolation(_) | DbFailure::Other => common::INTERNAL,
         }
     }
+}
+
+/// A write was sent and the connection failed before its answer arrived: the database may
+/// have applied it or not. Carried inside `sqlx::Error::Io` (so every store keeps returning
+/// `sqlx::Error`) and recognised by [`DbFailure::classify`] as [`DbFailure::OutcomeUnknown`].
+#[derive(Debug)]
+pub struct AmbiguousWrite(pub sqlx::Error);
+
+impl std::fmt::Display for AmbiguousWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection lost after a write was sent: {}", self.0)
+    }
+}
+
+impl std::error::Error for AmbiguousWrite {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// The error of a statement that writes on its own (autocommit) or of a `COMMIT`: a
+/// connection-class failure ([`DbFailure::Unavailable`]) becomes [`DbFailure::OutcomeUnknown`],
+/// because the write may have been applied before the answer was lost. Every other error is
+/// definite (the statement failed, nothing changed) and returned as it is.
+///
+/// Only the statement itself may be wrapped: acquiring the connection (or `BEGIN`) sends no
+/// write, so its failure stays `DATABASE_UNAVAILABLE` — acquire first, then wrap the write.
+pub fn ambiguous(e: sqlx::Error) -> sqlx::Error {
+    if DbFailure::classify(&e) == DbFailure::Unavailable {
+        sqlx::Error::Io(std::io::Error::other(AmbiguousWrite(e)))
+    } else {
+        e
+    }
+}
+
+/// Commit `tx`; a connection lost while the `COMMIT` was on its way is [`ambiguous`]. Every
+/// office's store commits through this function.
+pub async fn commit(tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<(), sqlx::Error> {
+    tx.commit().await.map_err(ambiguous)
 }
 
 /// Whether `e` is a unique violation of `constraint`.
@@ -243,22 +372,44 @@ pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
     DbFailure::classify(e) == DbFailure::UniqueViolation(Some(constraint.to_owned()))
 }
 
-/// An office's (or `lychd-auth`'s) refusals: its `ErrorInfo.domain` and its own catalogue (the
-/// [`COMMON`] reasons belong to every catalogue).
+/// An office's (or `lychd-auth`'s) refusals: its `ErrorInfo.domain`, the [`shared`] reasons it
+/// answers and its own catalogue (the [`COMMON`] reasons belong to every catalogue).
 #[derive(Debug, Clone, Copy)]
 pub struct Refusals {
     pub domain: &'static str,
+    /// The [`shared`] reasons this domain answers.
+    pub shared: &'static [Reason],
     pub own: &'static [Reason],
 }
 
 impl Refusals {
     pub const fn new(domain: &'static str, own: &'static [Reason]) -> Self {
-        Refusals { domain, own }
+        Refusals {
+            domain,
+            shared: &[],
+            own,
+        }
     }
 
-    /// Every reason this domain may answer with: common, then its own.
+    /// A catalogue that answers some [`shared`] reasons too (what [`refusals!`] builds).
+    pub const fn with_shared(
+        domain: &'static str,
+        shared: &'static [Reason],
+        own: &'static [Reason],
+    ) -> Self {
+        Refusals {
+            domain,
+            shared,
+            own,
+        }
+    }
+
+    /// Every reason this domain may answer with: common, shared, then its own.
     pub fn catalogue(&self) -> impl Iterator<Item = &'static Reason> + 'static {
-        COMMON.iter().chain(self.own.iter())
+        COMMON
+            .iter()
+            .chain(self.shared.iter())
+            .chain(self.own.iter())
     }
 
     pub fn knows(&self, reason: &Reason) -> bool {
@@ -289,6 +440,12 @@ impl Refusals {
             .next()
             .map(|v| v.reason)
             .unwrap_or(common::INVALID_ARGUMENT);
+        self.invalid_as(reason, violations)
+    }
+
+    /// [`Refusals::invalid`] with `reason` as the `ErrorInfo.reason` (e.g. the generic
+    /// [`common::INVALID_ARGUMENT`] of an office whose field reasons are only in its violations).
+    pub fn invalid_as(&self, reason: Reason, violations: Violations) -> Status {
         debug_assert!(
             self.knows(&reason),
             "{} is not in {}",
@@ -322,6 +479,9 @@ impl Refusals {
             DbFailure::Other | DbFailure::UniqueViolation(_) => {
                 tracing::error!(error = %e, "database error")
             }
+            DbFailure::OutcomeUnknown => {
+                tracing::error!(error = %e, reason = reason.name, "write outcome unknown")
+            }
             _ => tracing::warn!(error = %e, reason = reason.name, "database failure"),
         }
         self.refuse(reason)
@@ -337,61 +497,6 @@ impl Refusals {
         details.set_error_info(reason, self.domain, HashMap::new());
         Status::with_error_details(code, message, details)
     }
-}
-
-/// How a refusal catalogue is documented: in `doc` (markdown), a heading line containing
-/// `` `<domain>` `` followed by a table whose rows are `` | `REASON` | `CODE` | meaning | ``.
-/// Returns the differences between that table and the catalogue (empty when equal); the common
-/// reasons are documented once under the heading `` `common` ``.
-pub fn undocumented(doc: &str, refusals: &Refusals) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (section, reasons) in [(refusals.domain, refusals.own), ("common", COMMON)] {
-        let Some(listed) = documented(doc, section) else {
-            problems.push(format!("no section for `{section}`"));
-            continue;
-        };
-        let answered: Vec<(String, String)> = reasons
-            .iter()
-            .map(|r| (r.name.to_owned(), code_name(r.code).to_owned()))
-            .collect();
-        for (name, code) in &answered {
-            if !listed.contains(&(name.clone(), code.clone())) {
-                problems.push(format!("{section}: {name} ({code}) is not documented"));
-            }
-        }
-        for (name, code) in &listed {
-            if !answered.contains(&(name.clone(), code.clone())) {
-                problems.push(format!(
-                    "{section}: {name} ({code}) is documented but not answered"
-                ));
-            }
-        }
-    }
-    problems
-}
-
-/// The `(reason, code)` rows of the table under the heading that names `section`.
-fn documented(doc: &str, section: &str) -> Option<Vec<(String, String)>> {
-    let marker = format!("`{section}`");
-    let mut lines = doc
-        .lines()
-        .skip_while(|l| !(l.starts_with('#') && l.contains(&marker)));
-    lines.next()?;
-    let rows = lines
-        .take_while(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l
-                .trim()
-                .strip_prefix('|')?
-                .split('|')
-                .map(str::trim)
-                .collect();
-            let name = cells.first()?.strip_prefix('`')?.strip_suffix('`')?;
-            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
-            Some((name.to_owned(), code.to_owned()))
-        })
-        .collect();
-    Some(rows)
 }
 
 /// The status code's protocol name (`NOT_FOUND`).
@@ -528,6 +633,36 @@ mod tests {
         assert_eq!(
             s.message(),
             "a bug or a broken invariant (logged, never detailed)"
+        );
+    }
+
+    #[test]
+    fn a_lost_answer_to_a_write_is_an_unknown_outcome() {
+        let lost = || {
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ))
+        };
+        // Before anything was sent: unavailable, nothing changed.
+        assert_eq!(DbFailure::classify(&lost()), DbFailure::Unavailable);
+        // After the write was sent: unknown.
+        let tagged = ambiguous(lost());
+        assert_eq!(DbFailure::classify(&tagged), DbFailure::OutcomeUnknown);
+        let s = SAMPLE.database(&tagged);
+        assert_eq!(
+            (s.code(), reason_of(&s).as_str()),
+            (Code::Unavailable, "OUTCOME_UNKNOWN")
+        );
+        // A definite failure of the write stays what it is (the statement failed).
+        assert_eq!(
+            DbFailure::classify(&ambiguous(sqlx::Error::RowNotFound)),
+            DbFailure::Other
+        );
+        // Tagging twice changes nothing.
+        assert_eq!(
+            DbFailure::classify(&ambiguous(ambiguous(lost()))),
+            DbFailure::OutcomeUnknown
         );
     }
 

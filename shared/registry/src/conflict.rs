@@ -5,7 +5,8 @@
 //!
 //! Rules:
 //! - an omitted `conflict_domains` on a dedicated non-resident soulstone is the compiler's
-//!   `default-exclusive`, which conflicts with every animator whose effective set is non-empty;
+//!   `default-exclusive`, which conflicts with every animator whose effective set is non-empty
+//!   — unless it is placed on a device (`device`), where memory decides (see [`crate::memory`]);
 //! - an explicit `[]` declares coexistence (no edge at all);
 //! - residents and shared runtimes have no conflicts (declaring any is refused by the
 //!   registry);
@@ -62,7 +63,9 @@ impl ConflictGraph {
             let managed = a.source == SourceKind::Soulstone && a.dedicated && !a.resident;
             let (domains, default_exclusive) = match &a.conflict_domains {
                 Some(d) => (d.clone(), false),
-                None if managed => (BTreeSet::from([DEFAULT_EXCLUSIVE.to_owned()]), true),
+                None if managed && a.device.is_none() => {
+                    (BTreeSet::from([DEFAULT_EXCLUSIVE.to_owned()]), true)
+                }
                 None => (BTreeSet::new(), false),
             };
             nodes.insert(
@@ -184,9 +187,19 @@ fn digest(
             n.groups.iter().cloned().collect::<Vec<_>>().join(","),
         );
         h.update(line.as_bytes());
+        // Placement lines only where declared: a configuration without devices keeps its digest.
+        if let Some(d) = &a.device {
+            h.update(format!("placed {} device={d}\n", n.name).as_bytes());
+        }
         for k in registry.keys_of(&n.name) {
             h.update(format!("capability {k}\n").as_bytes());
+            if let Some(m) = registry.capability(k).and_then(|c| c.memory_mib) {
+                h.update(format!("footprint {k} mib={m}\n").as_bytes());
+            }
         }
+    }
+    for d in registry.devices() {
+        h.update(format!("device {} mib={}\n", d.name, d.memory_mib).as_bytes());
     }
     for (a, b) in edges {
         h.update(format!("edge {a} {b}\n").as_bytes());

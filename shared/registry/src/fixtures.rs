@@ -20,6 +20,8 @@ pub fn soulstone(name: &str) -> AnimatorDecl {
         aliases: BTreeMap::new(),
         conflict_domains: None,
         groups: Vec::new(),
+        device: None,
+        memory_mib: None,
     }
 }
 
@@ -47,5 +49,6 @@ pub fn cap(animator: &str, family: &str, model: &str) -> CapabilityDecl {
         toolsets: vec![],
         context_tokens: 8192,
         max_output_tokens: 0,
+        memory_mib: None,
     }
 }

@@ -85,6 +85,12 @@ pub struct AnimatorDecl {
     /// conflict or a coexistence claim; a coven with an internal conflict refuses start-up.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// The device (a `[[office.devices]]` name, slug grammar) whose memory the runtime uses:
+    /// the Orchestrator places it by measured memory (see [`crate::memory`]). Soulstones only.
+    pub device: Option<String>,
+    /// Declared first estimate of one model's footprint on its device, in MiB (at least 1),
+    /// for every model of this animator that declares none of its own; used until measured.
+    pub memory_mib: Option<u64>,
 }
 
 /// One `[[office.capabilities]]` entry as written.
@@ -107,6 +113,9 @@ pub struct CapabilityDecl {
     pub context_tokens: u32,
     #[serde(default)]
     pub max_output_tokens: u32,
+    /// Declared first estimate of this model's footprint at `context_tokens`, in MiB (at
+    /// least 1; overrides the animator's `memory_mib`); used until measured.
+    pub memory_mib: Option<u64>,
 }
 
 fn default_modalities() -> Vec<Modality> {
@@ -197,6 +206,10 @@ pub struct Animator {
     pub conflict_domains: Option<BTreeSet<String>>,
     /// Covens, sorted and distinct.
     pub groups: BTreeSet<String>,
+    /// The device it is placed on (a slug; the Orchestrator checks it names a device).
+    pub device: Option<String>,
+    /// Declared footprint estimate of its models, in MiB.
+    pub memory_mib: Option<u64>,
 }
 
 /// The label the compiler gives an omitted `conflict_domains` on a dedicated non-resident
@@ -217,6 +230,8 @@ pub struct Capability {
     pub max_output_tokens: u32,
     /// Aliases the animator declares for this model id.
     pub aliases: Vec<String>,
+    /// Declared footprint estimate of this model, in MiB (its own, else its animator's).
+    pub memory_mib: Option<u64>,
 }
 
 impl Capability {
@@ -258,11 +273,13 @@ pub struct DeclError {
 /// The validated registry.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
-    animators: BTreeMap<String, Animator>,
+    pub(crate) animators: BTreeMap<String, Animator>,
     /// By canonical key text.
-    capabilities: BTreeMap<String, Capability>,
+    pub(crate) capabilities: BTreeMap<String, Capability>,
     /// Keys of each animator, in key order.
-    by_animator: BTreeMap<String, Vec<String>>,
+    pub(crate) by_animator: BTreeMap<String, Vec<String>>,
+    /// Devices by name (the Orchestrator's `[[office.devices]]`; see [`Registry::place`]).
+    pub(crate) devices: BTreeMap<String, crate::device::Device>,
 }
 
 impl Registry {
@@ -357,6 +374,15 @@ impl Registry {
                     ));
                 }
             }
+            if let Some(d) = &a.device {
+                check_slug(d).map_err(|e| bad(at("device"), e.describe()))?;
+                if a.source == SourceKind::Portal {
+                    return Err(bad(at("device"), "a portal holds no local device"));
+                }
+            }
+            if a.memory_mib == Some(0) {
+                return Err(bad(at("memory_mib"), "must be at least 1"));
+            }
             let mut groups = BTreeSet::new();
             for (j, g) in a.groups.iter().enumerate() {
                 let f = at(&format!("groups[{j}]"));
@@ -380,6 +406,8 @@ impl Registry {
                     aliases: a.aliases.clone(),
                     conflict_domains,
                     groups,
+                    device: a.device.clone(),
+                    memory_mib: a.memory_mib,
                 },
             );
             reg.by_animator.insert(a.name.clone(), Vec::new());
@@ -423,6 +451,9 @@ impl Registry {
             let modalities: BTreeSet<Modality> = c.input_modalities.iter().copied().collect();
             if modalities.len() != c.input_modalities.len() {
                 return Err(bad(at("input_modalities"), "lists a modality twice"));
+            }
+            if c.memory_mib == Some(0) {
+                return Err(bad(at("memory_mib"), "must be at least 1"));
             }
             for (j, t) in c.toolsets.iter().enumerate() {
                 check_slug(t).map_err(|e| bad(at(&format!("toolsets[{j}]")), e.describe()))?;
@@ -480,6 +511,7 @@ impl Registry {
                     context_tokens: c.context_tokens,
                     max_output_tokens: c.max_output_tokens,
                     aliases,
+                    memory_mib: c.memory_mib.or(animator.memory_mib),
                 },
             );
         }

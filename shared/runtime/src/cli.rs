@@ -252,6 +252,7 @@ async fn ready_pool(
         spec.office,
     )
     .map_err(|e| format!("database.url: {e}"))?;
+    let opts = crate::db::session_options(opts, &config.database);
     let pool = crate::db::pool(opts, config.database.max_connections)
         .await
         .map_err(|e| format!("database unreachable: {e}"))?;
@@ -372,6 +373,13 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         eprintln!("lychd-{office}: refusing to serve: {msg}");
         ExitCode::from(1)
     };
+    let instance = match crate::health::instance_from_env() {
+        Ok(i) => i,
+        Err(msg) => {
+            eprintln!("lychd-{office}: {msg}");
+            return ExitCode::from(2);
+        }
+    };
     let pool = match ready_pool(spec, &config, &secrets).await {
         Ok(p) => p,
         Err(msg) => return refuse(msg),
@@ -395,7 +403,7 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         pool: pool.clone(),
         authorizer: Authorizer::new(office.name(), verifier),
         outgoing,
-        health: HealthState::new(&[office.grpc_service()]),
+        health: HealthState::new(&[office.grpc_service()]).with_instance(instance.as_deref()),
         self_authenticating: spec.self_authenticating,
         finishing: Default::default(),
     };

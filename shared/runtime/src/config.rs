@@ -62,6 +62,13 @@ pub struct DatabaseConfig {
     pub migrate_url: String,
     pub migrate_password_file: Option<PathBuf>,
     pub max_connections: u32,
+    /// `lock_timeout` of every runtime session, in milliseconds: no statement waits longer for a
+    /// row, table or advisory lock (`LOCK_TIMEOUT`, nothing changed). 0 turns it off.
+    pub lock_timeout_ms: u32,
+    /// `idle_in_transaction_session_timeout` of every runtime session, in milliseconds: a
+    /// session that sits this long inside an open transaction is ended by PostgreSQL (its locks
+    /// released, the transaction rolled back). 0 turns it off.
+    pub idle_in_transaction_timeout_ms: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +123,8 @@ impl OfficeConfig {
                 migrate_url: format!("postgres://{}@127.0.0.1:5432/lychd", office.owner_role()),
                 migrate_password_file: None,
                 max_connections: 8,
+                lock_timeout_ms: 5_000,
+                idle_in_transaction_timeout_ms: 10_000,
             },
             telemetry: TelemetryConfig {
                 format: LogFormat::Json,
@@ -226,20 +235,39 @@ impl OfficeConfig {
     pub fn office_section<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
         serde_path_to_error::deserialize(toml::Value::Table(self.office.clone())).map_err(|e| {
             let path = e.path().to_string();
-            ConfigError::Invalid {
-                origin: self
-                    .source
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "configuration".into()),
-                field: if path == "." {
+            self.invalid(
+                if path == "." {
                     "office".into()
                 } else {
                     format!("office.{path}")
                 },
-                message: e.into_inner().to_string(),
-            }
+                e.into_inner().to_string(),
+            )
         })
+    }
+
+    /// Where this configuration came from, as its errors name it (the file, or
+    /// `configuration`).
+    pub fn origin(&self) -> String {
+        self.source
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "configuration".into())
+    }
+
+    /// A bad field of this configuration (`field` is its whole path, `office.stream_limit`),
+    /// naming where the configuration came from: how every office reports a bad setting.
+    pub fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A bad field of `[office]` (`field` relative to it: `stream_limit`).
+    pub fn invalid_office(&self, field: &str, message: &str) -> ConfigError {
+        self.invalid(format!("office.{field}"), message)
     }
 
     pub fn request_timeout(&self) -> Duration {

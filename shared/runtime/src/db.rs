@@ -37,6 +37,26 @@ pub fn connect_options(
     Ok(opts)
 }
 
+/// The session settings of every runtime connection of an office, added to `opts` (startup
+/// parameters, so they hold from the first statement and for every transaction):
+/// - `default_transaction_isolation = read committed`, pinned: guarded updates
+///   (`UPDATE … WHERE state = …`) and the lock-then-read order of every store rely on each
+///   statement seeing the latest committed rows, whatever the cluster's default is;
+/// - `lock_timeout` and `idle_in_transaction_session_timeout` from `[database]`: lock time is
+///   bounded everywhere, and a transaction left open by a stuck task cannot hold its locks.
+pub fn session_options(
+    opts: PgConnectOptions,
+    db: &crate::config::DatabaseConfig,
+) -> PgConnectOptions {
+    let lock = format!("{}ms", db.lock_timeout_ms);
+    let idle = format!("{}ms", db.idle_in_transaction_timeout_ms);
+    opts.options([
+        ("default_transaction_isolation", "read\\ committed"),
+        ("lock_timeout", lock.as_str()),
+        ("idle_in_transaction_session_timeout", idle.as_str()),
+    ])
+}
+
 /// The office's pool. Connections are not pinged before each use (that would double the round
 /// trips of every one-statement decision): a connection that broke while idle fails the one
 /// statement sent on it with an error — never a success — and is discarded; the caller sees

@@ -16,8 +16,11 @@ pub mod db;
 pub mod describe;
 pub mod feed;
 pub mod health;
+pub mod paging;
 pub mod server;
+pub mod streams;
 pub mod telemetry;
+pub mod wire;
 
 /// The one refusal vocabulary (`lychd-refusal`): reasons, catalogues, violations, database
 /// failures.
@@ -72,6 +75,7 @@ offices! {
     Ward => "ward", "Ward", 50053;
     Archive => "archive", "Archive", 50054;
     HelmLoop => "helmloop", "HelmLoop", 50055;
+    Runner => "runner", "Runner", 50056;
 }
 
 impl Office {

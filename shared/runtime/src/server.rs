@@ -1,7 +1,8 @@
 //! The gRPC server every office runs: its own service (authenticated), `grpc.health.v1`, server
 //! reflection v1 and v1alpha, and the layer stack — request id, trace span (with the caller's
-//! W3C context), global concurrency limit, per-request timeout; max message size is set on each
-//! service. Shutdown: health NOT_SERVING → stop accepting → drain within the grace → done.
+//! W3C context), authentication, global concurrency limit, the wire check of every request body
+//! ([`crate::wire`]), per-request timeout; max message size is also set on each service. Every
+//! server error answered is logged with the request id ([`log_failure`]). Shutdown: health NOT_SERVING → stop accepting → drain within the grace → done.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,8 +16,9 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::classify::GrpcFailureClass;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use tower_http::trace::TraceLayer;
 
 use crate::Office;
 use crate::auth::Authorizer;
@@ -89,6 +91,24 @@ impl ServeContext {
     ) -> Result<lychd_auth::Principal, tonic::Status> {
         self.authorizer.authorize(request, action, object).await
     }
+
+    /// A reader: the caller may `read` on `object` (else the refusal), and whether it also
+    /// holds `read_all` on `all` — it reads every principal's items, not only its own. Both
+    /// are asked of Ward together; lacking `read_all` is not a refusal.
+    pub async fn reader<T>(
+        &self,
+        request: &tonic::Request<T>,
+        read: lychd_auth::Action,
+        object: &str,
+        read_all: lychd_auth::Action,
+        all: &str,
+    ) -> Result<(lychd_auth::Principal, bool), tonic::Status> {
+        let (principal, every) = tokio::join!(
+            self.authorize(request, read, object),
+            self.authorizer.decision(request, read_all, all, None)
+        );
+        Ok((principal?, every?.is_some()))
+    }
 }
 
 /// Starts the office: reads its `[office]` configuration, builds its state and returns the
@@ -143,7 +163,7 @@ pub async fn serve(
         .layer(
             TraceLayer::new_for_grpc()
                 .make_span_with(crate::telemetry::request_span)
-                .on_failure(DefaultOnFailure::new().level(tracing::Level::INFO)),
+                .on_failure(log_failure),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(lychd_auth::layer::AuthLayer::new(
@@ -152,7 +172,8 @@ pub async fn serve(
         ))
         .layer(GlobalConcurrencyLimitLayer::new(
             cfg.server.concurrency_limit,
-        ));
+        ))
+        .layer(crate::wire::WireLayer::new(cfg.server.max_message_bytes));
 
     let (drain_tx, drain_rx) = oneshot::channel::<()>();
     let signal = {
@@ -192,6 +213,29 @@ pub async fn serve(
         return Ok(Stopped::GraceExpired);
     }
     Ok(stopped)
+}
+
+/// Every failed answer is logged inside the request's span (its `request_id` and method): an
+/// `INTERNAL`, `UNKNOWN` or `DATA_LOSS` — a bug or a broken invariant, never the caller's
+/// doing — as an error, every other refusal at info.
+fn log_failure(class: GrpcFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+    match class {
+        GrpcFailureClass::Code(code) => {
+            let code = tonic::Code::from_i32(code.get());
+            if matches!(
+                code,
+                tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::DataLoss
+            ) {
+                tracing::error!(code = ?code, latency_ms, "answered with a server error");
+            } else {
+                tracing::info!(code = ?code, latency_ms, "refused");
+            }
+        }
+        GrpcFailureClass::Error(error) => {
+            tracing::error!(%error, latency_ms, "answer failed");
+        }
+    }
 }
 
 async fn grace_after(drain: oneshot::Receiver<()>, grace: Duration) {

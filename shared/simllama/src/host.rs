@@ -26,6 +26,16 @@
 //!   (no effect on a stopped one).
 //! - `POST /units/{name}/force` — body `{"running":bool}`: start (ready) or stop the unit at
 //!   once, ignoring faults (an operator's break-glass action).
+//! - `PUT /units/{name}/memory` — body `{"memory_mib":n, "device":"gpu0"}` (each optional):
+//!   the device memory the unit's runtime holds while it runs (what a GPU driver's
+//!   per-process query would report) and the device it runs on.
+//! - `PUT /devices/{name}` — body `{"memory_mib":n}`: declare a device's capacity. A start
+//!   that would take a device past its capacity fails like an out-of-memory load: 500
+//!   `{"error":"out of device memory"}`, the unit stays down.
+//! - `GET /devices` — `{"devices":{"<name>":{"memory_mib":capacity,"used_mib":n}}}`.
+//!
+//! `GET /units` reports each unit's `memory_mib` (what it holds now: 0 while stopped) and
+//! `device`.
 //!
 //! Unknown units are 404. The API carries logical unit names only (the animator names).
 
@@ -46,7 +56,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+use self::devices::{Devices, device_call, used_on};
 use crate::{RouterStatus, SimHealth, SimLlama, SimModel, json};
+
+mod devices;
 
 /// Injected behaviour of one unit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -81,9 +94,21 @@ struct Unit {
     starts: u64,
     stops: u64,
     activations: u64,
+    /// Device memory its runtime holds while it runs, in MiB.
+    memory_mib: u64,
+    device: Option<String>,
 }
 
 impl Unit {
+    /// What it holds now (0 while stopped).
+    fn holds(&self) -> u64 {
+        if self.sim.is_some() {
+            self.memory_mib
+        } else {
+            0
+        }
+    }
+
     async fn up(&mut self, ready: bool) {
         if self.sim.is_none() {
             self.reserved = None;
@@ -147,6 +172,7 @@ type Units = Arc<BTreeMap<String, Mutex<Unit>>>;
 pub struct SimHost {
     control: SocketAddr,
     units: Units,
+    devices: Devices,
     task: Option<JoinHandle<()>>,
 }
 
@@ -178,6 +204,8 @@ impl SimHost {
                 starts: 0,
                 stops: 0,
                 activations: 0,
+                memory_mib: 0,
+                device: None,
             };
             if running.contains(name) {
                 unit.up(true).await;
@@ -185,16 +213,38 @@ impl SimHost {
             map.insert((*name).to_owned(), Mutex::new(unit));
         }
         let units: Units = Arc::new(map);
+        let devices: Devices = Arc::default();
         let listener = TcpListener::bind(control)
             .await
             .expect("simulated host control binds");
         let control = listener.local_addr().expect("bound address");
-        let task = tokio::spawn(serve(listener, units.clone()));
+        let task = tokio::spawn(serve(listener, units.clone(), devices.clone()));
         SimHost {
             control,
             units,
+            devices,
             task: Some(task),
         }
+    }
+
+    /// Declare `device` with `memory_mib` of capacity.
+    pub async fn set_device(&self, device: &str, memory_mib: u64) {
+        self.devices
+            .lock()
+            .await
+            .insert(device.to_owned(), memory_mib);
+    }
+
+    /// The memory `unit`'s runtime holds while it runs, and its device.
+    pub async fn set_memory(&self, unit: &str, memory_mib: u64, device: Option<&str>) {
+        let mut u = self.unit(unit).lock().await;
+        u.memory_mib = memory_mib;
+        u.device = device.map(str::to_owned);
+    }
+
+    /// Memory the running units on `device` hold now.
+    pub async fn device_used(&self, device: &str) -> u64 {
+        used_on(&self.units, device, "").await
     }
 
     /// `http://127.0.0.1:<port>` of the control API.
@@ -271,7 +321,7 @@ impl Drop for SimHost {
     }
 }
 
-async fn serve(listener: TcpListener, units: Units) {
+async fn serve(listener: TcpListener, units: Units, devices: Devices) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -279,10 +329,12 @@ async fn serve(listener: TcpListener, units: Units) {
         };
         let _ = stream.set_nodelay(true);
         let units = units.clone();
+        let devices = devices.clone();
         conns.spawn(async move {
             let service = service_fn(move |req| {
                 let units = units.clone();
-                async move { Ok::<_, Infallible>(control(req, &units).await) }
+                let devices = devices.clone();
+                async move { Ok::<_, Infallible>(control(req, &units, &devices).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -295,13 +347,21 @@ async fn serve(listener: TcpListener, units: Units) {
 fn state_json(u: &Unit) -> serde_json::Value {
     serde_json::json!({
         "running": u.sim.is_some(), "ready": u.ready, "starts": u.starts, "stops": u.stops,
-        "activations": u.activations, "endpoint": format!("http://{}", u.addr)
+        "activations": u.activations, "endpoint": format!("http://{}", u.addr),
+        "memory_mib": u.holds(), "device": u.device
     })
 }
 
-async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>> {
+async fn control(
+    req: Request<Incoming>,
+    units: &Units,
+    devices: &Devices,
+) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    if path.starts_with("/devices") {
+        return device_call(req, units, devices, &path).await;
+    }
     if method == Method::GET && path == "/units" {
         let mut all = serde_json::Map::new();
         for (name, u) in units.iter() {
@@ -325,6 +385,7 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
         // (or is killed) does not cancel it.
         (Method::POST, "start") => {
             let units = units.clone();
+            let devices = devices.clone();
             let name = (*name).to_owned();
             let job = tokio::spawn(async move {
                 let unit = &units[&name];
@@ -334,6 +395,19 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
                     u.faults
                 };
                 tokio::time::sleep(faults.start_latency).await;
+                // A load past the device's capacity fails as out of memory would.
+                let (device, need) = {
+                    let u = unit.lock().await;
+                    (u.device.clone(), u.memory_mib)
+                };
+                if let Some(d) = device {
+                    let cap = devices.lock().await.get(&d).copied();
+                    if let Some(cap) = cap
+                        && used_on(&units, &d, &name).await + need > cap
+                    {
+                        return Some(json(500, r#"{"error":"out of device memory"}"#.into()));
+                    }
+                }
                 let mut u = unit.lock().await;
                 if faults.fail_start {
                     return Some(json(500, r#"{"error":"start failed"}"#.into()));
@@ -467,6 +541,19 @@ async fn control(req: Request<Incoming>, units: &Units) -> Response<Full<Bytes>>
             if let Some(sim) = &u.sim {
                 sim.set_health(health);
                 u.ready = health == SimHealth::Ok;
+            }
+            json(200, state_json(&u).to_string())
+        }
+        (Method::PUT, "memory") => {
+            let Some(v) = body_json(req).await else {
+                return json(400, r#"{"error":"body is not JSON"}"#.into());
+            };
+            let mut u = unit.lock().await;
+            if let Some(m) = v.get("memory_mib").and_then(serde_json::Value::as_u64) {
+                u.memory_mib = m;
+            }
+            if let Some(d) = v.get("device").and_then(serde_json::Value::as_str) {
+                u.device = Some(d.to_owned());
             }
             json(200, state_json(&u).to_string())
         }

@@ -244,4 +244,40 @@ impl SimHostProcess {
         self.control("POST", &format!("/units/{unit}/unload"), None)
             .await;
     }
+
+    /// Ask the unit to start (as the `simulated` actuator does): the status answered.
+    pub async fn start(&self, unit: &str) -> u16 {
+        let path = format!("/units/{unit}/start");
+        call(&self.control, "POST", &path, None)
+            .await
+            .unwrap_or_else(|e| panic!("simulated host control POST {path}: {e}"))
+            .0
+    }
+
+    /// Declare `device` with `memory_mib` of capacity (a start past it fails out of memory).
+    pub async fn set_device(&self, device: &str, memory_mib: u64) {
+        self.control(
+            "PUT",
+            &format!("/devices/{device}"),
+            Some(serde_json::json!({ "memory_mib": memory_mib })),
+        )
+        .await;
+    }
+
+    /// What `unit`'s runtime holds on `device` while it runs.
+    pub async fn set_memory(&self, unit: &str, memory_mib: u64, device: &str) {
+        self.control(
+            "PUT",
+            &format!("/units/{unit}/memory"),
+            Some(serde_json::json!({ "memory_mib": memory_mib, "device": device })),
+        )
+        .await;
+    }
+
+    /// Memory the running units on `device` hold now.
+    pub async fn device_used(&self, device: &str) -> u64 {
+        self.control("GET", "/devices", None).await["devices"][device]["used_mib"]
+            .as_u64()
+            .unwrap_or_default()
+    }
 }

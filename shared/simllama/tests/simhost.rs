@@ -96,6 +96,33 @@ async fn units_start_stop_unload_and_activate_through_the_control_api() {
 }
 
 #[tokio::test]
+async fn a_start_past_the_device_capacity_fails_as_out_of_memory() {
+    let host = SimHostProcess::spawn(
+        Path::new(BIN),
+        &[("a", &["m"][..]), ("b", &["m"][..])],
+        &["a"],
+    )
+    .await
+    .expect("serves");
+    host.set_device("gpu0", 6000).await;
+    host.set_memory("a", 4000, "gpu0").await;
+    host.set_memory("b", 3000, "gpu0").await;
+    assert_eq!(host.device_used("gpu0").await, 4000);
+    assert_eq!(host.start("b").await, 500, "4,000 + 3,000 > 6,000");
+    assert!(!host.running("b").await);
+    host.force("a", false).await;
+    assert_eq!(
+        host.device_used("gpu0").await,
+        0,
+        "a stopped unit holds nothing"
+    );
+    assert_eq!(host.start("b").await, 200);
+    assert!(host.ready("b").await);
+    assert_eq!(host.device_used("gpu0").await, 3000);
+    host.stop().await;
+}
+
+#[tokio::test]
 async fn the_host_exits_when_its_parents_pipe_closes() {
     let mut child = tokio::process::Command::new(BIN)
         .args(["--parent-pipe", "--unit", "a=m", "--running", "a"])

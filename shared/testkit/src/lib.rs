@@ -2,13 +2,15 @@
 //! test, in-process offices (`spawn_office(lychd_<office>::spec())`), and a sandbox of offices
 //! as real processes.
 //!
-//! The kit links no office crate but Ward (which decides every in-process office's calls): a
-//! test names the offices it needs by their `spec()`, so building one office's tests does not
-//! compile the others. A test database holds every office's roles and schema, and the
-//! migrations of the offices the test asked for: [`test_db`] Ward's, [`test_db_for`] those of
-//! the given specs, [`spawn_office`] Ward's and the spawned office's. Each such set has its own
-//! migrated template database, named after the digest of its migrations. The [`Sandbox`] runs
-//! the built binaries, which migrate their own schemas as operators do.
+//! The kit links no office crate: a test names the offices it needs by their `spec()`, so
+//! building one office's tests compiles no other office. The Ward deciding for an in-process
+//! office is the built `lychd-ward` binary (`cargo build --workspace --bins`, as `.ci/run` does
+//! before the tests); Ward's own migrations are read from its `migrations/` directory. A test
+//! database holds every office's roles and schema, and the migrations of the offices the test
+//! asked for: [`test_db`] Ward's, [`test_db_for`] those of the given specs, [`spawn_office`]
+//! Ward's and the spawned office's. Each such set has its own migrated template database, named
+//! after the digest of its migrations. The [`Sandbox`] runs the built binaries, which migrate
+//! their own schemas as operators do.
 //!
 //! Database source, in order: `LYCHD_TEST_DATABASE_URL` (a superuser URL of a cluster you run);
 //! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container; needs a reachable engine — not built in
@@ -19,10 +21,13 @@
 //! A missing PostgreSQL fails the test with the install command; nothing is skipped.
 
 pub mod bench;
+mod fault;
+pub use fault::{FaultProxy, Router};
 /// How the test kit's local cluster commits ([`durability`]).
 pub use lychd_pg::Durability;
 mod pg;
 mod process;
+pub mod refusal;
 /// The simulated llama.cpp runtime (its own crate, so `lychd dev` uses it too).
 pub use lychd_simllama as simllama;
 mod spawn;
@@ -32,7 +37,8 @@ pub use pg::{
     test_db, test_db_for, test_db_unmigrated,
 };
 pub use process::{
-    OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_serving,
+    OfficeProcess, Sandbox, SandboxBuilder, bin_path, grpcurl, run_office, wait_answering,
+    wait_serving,
 };
 pub use spawn::{Spawned, channel_with, spawn_office, spawn_office_with, unassign};
 

@@ -296,7 +296,21 @@ async fn drop_orphans(admin: &mut PgConnection) -> usize {
 /// A fresh database with every office provisioned and Ward migrated (copied from a template):
 /// what a test of Ward's store needs, and the schema every in-process office's Ward uses.
 pub async fn test_db() -> TestDb {
-    migrated(vec![(Office::Ward, lychd_ward::spec().migrator)]).await
+    migrated(vec![(Office::Ward, ward_migrator().await)]).await
+}
+
+/// Ward's migrations, read from its crate's `migrations/` directory: the same files its binary
+/// embeds (`sqlx::migrate!`), so the kit migrates Ward's schema without linking Ward.
+pub(crate) async fn ward_migrator() -> &'static Migrator {
+    static WARD: tokio::sync::OnceCell<Migrator> = tokio::sync::OnceCell::const_new();
+    WARD.get_or_init(|| async {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../services/ward/migrations");
+        Migrator::new(dir.as_path())
+            .await
+            .unwrap_or_else(|e| panic!("Ward's migrations at {}: {e}", dir.display()))
+    })
+    .await
 }
 
 /// A fresh database with every office provisioned and the offices of `specs` migrated (copied

@@ -79,6 +79,17 @@ impl OfficeProcess {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
+
+    /// Stop gracefully (SIGTERM) and wait up to 15 s for the exit.
+    pub async fn stop(mut self) -> Result<ExitStatus, String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Ok(status);
+        }
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        self.wait_exit(Duration::from_secs(15))
+            .await
+            .ok_or_else(|| format!("{} still runs 15 s after SIGTERM", self.office))
+    }
 }
 
 /// Offices as real processes on one test database, each having run its own `migrate`. Ward is
@@ -102,6 +113,10 @@ pub struct SandboxBuilder {
     otlp_endpoint: Option<String>,
     grace_ms: Option<u64>,
     sections: Vec<(Office, String)>,
+    /// Offices whose runtime database URL goes through a fault proxy.
+    routes: Vec<(Office, crate::fault::Router)>,
+    /// Runtime pool size of every office (default 4).
+    max_connections: Option<u32>,
 }
 
 impl Sandbox {
@@ -142,6 +157,26 @@ impl Sandbox {
         self.offices.insert(office, process);
     }
 
+    /// Start another process of `office` with the same configuration on a free port (its
+    /// config `<office>-<port>.toml`, its log next to it), and wait until its server answers
+    /// (not its office's service: an Orchestrator for the same host is a standby).
+    pub async fn start_another(&self, office: Office) -> OfficeProcess {
+        let p = self.office(office);
+        let port = lychd_pg::free_port().expect("free port");
+        let text = std::fs::read_to_string(&p.config_path).expect("read office config");
+        let text = text.replace(
+            &format!("listen = \"127.0.0.1:{}\"", p.addr.port()),
+            &format!("listen = \"127.0.0.1:{port}\""),
+        );
+        let config = p
+            .config_path
+            .with_file_name(format!("{office}-{port}.toml"));
+        std::fs::write(&config, text).expect("write office config");
+        let mut process = start_office(office, &config, port, &None).await;
+        wait_answering(&mut process).await;
+        process
+    }
+
     /// Stop every office with SIGTERM and wait for each.
     pub async fn stop(&mut self) {
         for p in self.offices.values_mut() {
@@ -177,6 +212,12 @@ impl SandboxBuilder {
     }
 
     /// Append `toml` to `office`'s configuration file (e.g. its `[office]` section).
+    /// Serve `office` on a runtime database URL through `proxy` (its migrations do not).
+    pub fn route_database(mut self, office: Office, proxy: &crate::FaultProxy) -> Self {
+        self.routes.push((office, proxy.router()));
+        self
+    }
+
     pub fn config_text(mut self, office: Office, toml: impl Into<String>) -> Self {
         self.sections.push((office, toml.into()));
         self
@@ -272,13 +313,7 @@ impl SandboxBuilder {
                 &self,
             );
             if office == Office::Ward {
-                let out = run_office(Office::Ward, &config, &["bootstrap"]).await;
-                assert!(
-                    out.status.success(),
-                    "ward bootstrap failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let credential = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                let credential = bootstrap_ward(&config).await;
                 let mut process =
                     start_office(office, &config, ports[&office], &self.otlp_endpoint).await;
                 wait_serving(&mut process).await;
@@ -334,11 +369,16 @@ fn write_config(
     peers: &[(Office, String)],
     b: &SandboxBuilder,
 ) -> PathBuf {
+    let mut url = db.runtime_url(office);
+    for (_, router) in b.routes.iter().filter(|(o, _)| *o == office) {
+        router.route(&mut url);
+    }
     let mut toml = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = 4\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = {}\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
         b.grace_ms.unwrap_or(10_000),
-        db.runtime_url(office),
+        url,
         db.owner_url(office),
+        b.max_connections.unwrap_or(4),
     );
     if let Some(file) = credential_file {
         toml.push_str(&format!(
@@ -356,6 +396,53 @@ fn write_config(
     let path = dir.join(format!("{office}.toml"));
     std::fs::write(&path, toml).expect("write office config");
     path
+}
+
+/// `lychd-ward --config FILE bootstrap`: the first operator's standing credential (printed once).
+async fn bootstrap_ward(config: &Path) -> String {
+    let out = run_office(Office::Ward, config, &["bootstrap"]).await;
+    assert!(
+        out.status.success(),
+        "ward bootstrap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The operator credential of Ward bootstrapped by its binary on `db` (migrated for Ward), for
+/// a Ward served in the test process.
+pub(crate) async fn bootstrap_ward_on(db: &TestDb) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(
+        dir.path(),
+        Office::Ward,
+        0,
+        db,
+        None,
+        &[],
+        &SandboxBuilder::default(),
+    );
+    bootstrap_ward(&config).await
+}
+
+/// Ward as a real process (the built `lychd-ward`) on `db`, already migrated for Ward:
+/// bootstrapped, then serving on a free loopback port. Returns the process, the operator's
+/// credential and the directory of its configuration and log (kept while it runs).
+pub(crate) async fn start_ward(
+    db: &TestDb,
+    max_connections: u32,
+) -> (OfficeProcess, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = lychd_pg::free_port().expect("free port");
+    let builder = SandboxBuilder {
+        max_connections: Some(max_connections),
+        ..SandboxBuilder::default()
+    };
+    let config = write_config(dir.path(), Office::Ward, port, db, None, &[], &builder);
+    let credential = bootstrap_ward(&config).await;
+    let mut process = start_office(Office::Ward, &config, port, &None).await;
+    wait_serving(&mut process).await;
+    (process, credential, dir)
 }
 
 /// Run `lychd-<office> --config FILE <args…>` to completion.
@@ -400,8 +487,20 @@ async fn start_office(
     }
 }
 
-/// Wait until the process reports SERVING; panics with its log if it exits or takes too long.
+/// Wait until the process reports its office's service SERVING (an Orchestrator standby
+/// serves, but holds its service back until it takes its host's lease); panics with its log
+/// if it exits or takes too long.
 pub async fn wait_serving(p: &mut OfficeProcess) {
+    let service = p.office.grpc_service();
+    wait_status(p, service).await;
+}
+
+/// Wait until the process's server (`""`) reports SERVING, whatever its office's service says.
+pub async fn wait_answering(p: &mut OfficeProcess) {
+    wait_status(p, "").await;
+}
+
+async fn wait_status(p: &mut OfficeProcess, service: &str) {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -419,7 +518,7 @@ pub async fn wait_serving(p: &mut OfficeProcess) {
             .await
             && let Ok(r) = HealthClient::new(channel)
                 .check(HealthCheckRequest {
-                    service: String::new(),
+                    service: service.to_owned(),
                 })
                 .await
             && r.get_ref().status == 1

@@ -1,11 +1,11 @@
-//! Offices served in the test process: own database, port 0, and a Ward (the office itself
-//! when spawning Ward) that decides every call.
+//! Offices served in the test process: own database, port 0, and a Ward that decides every
+//! call — the built `lychd-ward` binary as a real process, or the office itself when spawning
+//! Ward (bootstrapped by that binary, deciding with its spec's `local_verifier`).
 //!
 //! The caller names the office by its [`OfficeSpec`] (`spawn_office(lychd_dispatcher::spec())`),
-//! so the kit links no office but Ward, and a test links only the offices it spawns. The
-//! database holds Ward's schema and the spawned office's (see [`crate::test_db_for`]); a typed
-//! client is one line on [`Spawned::channel`]:
-//! `DispatcherClient::new(spawned.channel())`.
+//! so the kit links no office, and a test links only the offices it spawns. The database holds
+//! Ward's schema and the spawned office's (see [`crate::test_db_for`]); a typed client is one
+//! line on [`Spawned::channel`]: `DispatcherClient::new(spawned.channel())`.
 //!
 //! Identities: `operator` (bootstrap; `ward:administer`), the office's service principal
 //! (`ward:decide`), and `tester`, the principal of the returned client, which starts with only
@@ -25,14 +25,17 @@ use lychd_runtime::health::HealthState;
 use lychd_runtime::server::{InProcess, ServeContext};
 use secrecy::SecretString;
 
-use crate::TestDb;
+use crate::{OfficeProcess, TestDb};
 
 /// An office running in this process on its own test database, with its Ward.
 pub struct Spawned {
     pub office: Office,
     pub server: InProcess,
-    /// The Ward deciding for this office (`None` when the office is Ward: then `server`).
-    pub ward: Option<InProcess>,
+    /// The Ward deciding for this office, a `lychd-ward` process (`None` when the office is
+    /// Ward: then `server`).
+    pub ward: Option<OfficeProcess>,
+    /// The Ward process's configuration and log.
+    ward_dir: Option<tempfile::TempDir>,
     pub db: TestDb,
     /// Session token of the `tester` principal (the typed client's bearer).
     pub token: String,
@@ -48,7 +51,10 @@ impl Spawned {
     }
 
     pub fn ward_endpoint(&self) -> String {
-        self.ward.as_ref().unwrap_or(&self.server).endpoint()
+        match &self.ward {
+            Some(ward) => ward.endpoint(),
+            None => self.server.endpoint(),
+        }
     }
 
     /// A channel that presents `token`.
@@ -106,7 +112,22 @@ impl Spawned {
         if let Some(ward) = self.ward {
             ward.stop().await.expect("ward stops");
         }
+        drop(self.ward_dir);
     }
+}
+
+/// Where the Ward of a spawned office runs.
+enum WardAt {
+    /// Ward is the office under test.
+    InProcess {
+        server: InProcess,
+        ctx: ServeContext,
+    },
+    /// The `lychd-ward` binary, with the directory of its configuration and log.
+    Process {
+        process: OfficeProcess,
+        dir: tempfile::TempDir,
+    },
 }
 
 /// Withdraw `principal_id`'s live assignment of `action` on `object`, with `warden` (a Ward
@@ -161,6 +182,7 @@ fn config_for(office: Office, db: &TestDb) -> OfficeConfig {
 async fn runtime_pool(config: &OfficeConfig, office: Office) -> sqlx::PgPool {
     let opts = lychd_runtime::db::connect_options(&config.database.url, None, office)
         .expect("runtime url");
+    let opts = lychd_runtime::db::session_options(opts, &config.database);
     lychd_runtime::db::pool(opts, 8)
         .await
         .expect("runtime role connects")
@@ -187,7 +209,8 @@ fn context(
 }
 
 /// Serve the office of `spec` (e.g. `lychd_dispatcher::spec()`) in-process on port 0, with its
-/// Ward, over a fresh database migrated for the two.
+/// Ward, over a fresh database migrated for the two. Ward is the built `lychd-ward` binary
+/// (`cargo build --workspace --bins`), or the office itself when `spec` is Ward's.
 pub async fn spawn_office(spec: OfficeSpec) -> Spawned {
     spawn_office_with(spec, |_| {}).await
 }
@@ -198,47 +221,52 @@ pub async fn spawn_office_with(
     adjust: impl FnOnce(&mut OfficeConfig),
 ) -> Spawned {
     let office = spec.office;
-    let db = crate::pg::migrated(vec![
-        (Office::Ward, lychd_ward::spec().migrator),
-        (office, spec.migrator),
-    ])
-    .await;
-    // The office itself when spawning Ward; otherwise the Ward that decides for it.
-    let (ward_spec, spec) = if office == Office::Ward {
-        (spec, None)
+    let ward_migrator = if office == Office::Ward {
+        spec.migrator
     } else {
-        (lychd_ward::spec(), Some(spec))
+        crate::pg::ward_migrator().await
     };
-    let mut adjust = Some(adjust);
+    let db =
+        crate::pg::migrated(vec![(Office::Ward, ward_migrator), (office, spec.migrator)]).await;
 
-    // Ward first: it decides for everyone.
-    let ward_config = config_for(Office::Ward, &db);
-    let ward_pool = runtime_pool(&ward_config, Office::Ward).await;
-    let bootstrapped = lychd_ward::bootstrap(&ward_pool, "operator")
-        .await
-        .expect("bootstrap ward");
-    let mut ward_config = ward_config;
-    if office == Office::Ward
-        && let Some(adjust) = adjust.take()
-    {
-        adjust(&mut ward_config);
-    }
-    let ward_ctx = context(
-        &ward_spec,
-        ward_config,
-        ward_pool.clone(),
-        lychd_ward::local_verifier(ward_pool),
-        Outgoing::default(),
-    );
-    let ward = InProcess::start(ward_ctx.clone(), ward_spec.start)
-        .await
-        .expect("ward starts");
-    let ward_endpoint = ward.endpoint();
+    // Ward first: it decides for everyone. In-process when it is the office under test
+    // (adjusted before its pool is made, so an adjusted database URL — a fault proxy — is
+    // used); otherwise its binary, as operators run it.
+    let mut adjust = Some(adjust);
+    let (ward, operator_credential) = if office == Office::Ward {
+        let mut ward_config = config_for(Office::Ward, &db);
+        if let Some(adjust) = adjust.take() {
+            adjust(&mut ward_config);
+        }
+        let operator_credential = crate::process::bootstrap_ward_on(&db).await;
+        let ward_pool = runtime_pool(&ward_config, Office::Ward).await;
+        let local_verifier = spec
+            .local_verifier
+            .expect("invariant: Ward's spec decides from its own tables");
+        let ctx = context(
+            &spec,
+            ward_config,
+            ward_pool.clone(),
+            local_verifier(ward_pool),
+            Outgoing::default(),
+        );
+        let server = InProcess::start(ctx.clone(), spec.start)
+            .await
+            .expect("ward starts");
+        (WardAt::InProcess { server, ctx }, operator_credential)
+    } else {
+        let (process, credential, dir) = crate::process::start_ward(&db, 8).await;
+        (WardAt::Process { process, dir }, credential)
+    };
+    let ward_endpoint = match &ward {
+        WardAt::InProcess { server, .. } => server.endpoint(),
+        WardAt::Process { process, .. } => process.endpoint(),
+    };
 
     let ward_audience = Office::Ward.name();
     let operator = exchange(
         ward_channel(&ward_endpoint),
-        &bootstrapped.credential,
+        &operator_credential,
         0,
         &[ward_audience],
     )
@@ -255,9 +283,10 @@ pub async fn spawn_office_with(
         .expect("tester credential");
     // The tester's session is bound to the office under test; in Ward's tests, where it is
     // also the token Ward is asked about for other offices, to every office.
-    let tester_audiences: Vec<&str> = match spec {
-        Some(_) => vec![office.name()],
-        None => Office::ALL.iter().map(|o| o.name()).collect(),
+    let tester_audiences: Vec<&str> = if office == Office::Ward {
+        Office::ALL.iter().map(|o| o.name()).collect()
+    } else {
+        vec![office.name()]
     };
     let tester = exchange(
         ward_channel(&ward_endpoint),
@@ -272,17 +301,21 @@ pub async fn spawn_office_with(
         .await
         .expect("describe");
 
-    let Some(spec) = spec else {
-        return Spawned {
-            office,
-            server: ward,
-            ward: None,
-            db,
-            token: tester.token,
-            tester_id,
-            admin,
-            ctx: ward_ctx,
-        };
+    let (ward, ward_dir) = match ward {
+        WardAt::InProcess { server, ctx } => {
+            return Spawned {
+                office,
+                server,
+                ward: None,
+                ward_dir: None,
+                db,
+                token: tester.token,
+                tester_id,
+                admin,
+                ctx,
+            };
+        }
+        WardAt::Process { process, dir } => (process, dir),
     };
 
     let service_id = admin
@@ -326,6 +359,7 @@ pub async fn spawn_office_with(
         office,
         server,
         ward: Some(ward),
+        ward_dir: Some(ward_dir),
         db,
         token: tester.token,
         tester_id,

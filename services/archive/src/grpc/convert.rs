@@ -2,6 +2,7 @@
 //! anything acts) and encoding answers.
 
 use lychd_proto::archive::v1 as pb;
+use lychd_runtime::paging::{PageSize, Tokens};
 use lychd_runtime::refusal::Violations;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -12,13 +13,10 @@ use crate::domain::names;
 use crate::error::reasons::*;
 use crate::error::{ArchiveError, Result};
 use crate::service::{IntakeCommand, LifecycleCommand, RecallCommand, Recalled};
-use crate::store::notes::NoteRow;
-use crate::store::receipts::ReceiptRow;
+use crate::service::{NoteRow, ReceiptRow};
 
-/// Largest page of `ListNotes`.
-pub const PAGE_MAX: u32 = 500;
-/// Page size of `ListNotes` when 0 is asked.
-pub const PAGE_DEFAULT: u32 = 100;
+/// Page sizes of `ListNotes`: at most 500, a larger size refused.
+pub const PAGES: PageSize = PageSize::refused(500);
 
 fn namespace(v: &mut Violations, s: &str) -> Option<String> {
     v.check("namespace", NAMESPACE_INVALID, names::slug(s))
@@ -211,29 +209,16 @@ pub fn list(r: &pb::ListNotesRequest) -> Result<ListCommand> {
         }
     };
     let page = r.page.clone().unwrap_or_default();
-    let size = match page.page_size {
-        0 => Some(PAGE_DEFAULT),
-        n if n <= PAGE_MAX => Some(n),
-        _ => {
-            v.push(
-                "page.page_size",
-                PAGE_SIZE_OUT_OF_RANGE,
-                "is beyond the page bound (500)",
-            );
-            None
-        }
-    };
-    let after = if page.page_token.is_empty() {
-        Some(None)
-    } else {
-        v.check(
-            "page.page_token",
-            PAGE_TOKEN_INVALID,
-            Uuid::parse_str(&page.page_token)
-                .map(Some)
-                .map_err(|_| "is not a token this office issued"),
-        )
-    };
+    let size = v.check(
+        "page.page_size",
+        PAGE_SIZE_OUT_OF_RANGE,
+        PAGES.of(page.page_size),
+    );
+    let after = v.check(
+        "page.page_token",
+        PAGE_TOKEN_INVALID,
+        Tokens::Plain.after::<Uuid>(&page.page_token),
+    );
     let (namespace, state, after, size) = v
         .finish(|| (namespace, state, after, size))
         .map_err(ArchiveError::from)?;

@@ -207,7 +207,7 @@ impl Archive for ArchiveService {
             notes: rows.iter().map(convert::note).collect(),
             page: Some(lychd_proto::common::v1::PageResponse {
                 next_page_token: match (more, rows.last()) {
-                    (true, Some(last)) => last.id.to_string(),
+                    (true, Some(last)) => lychd_runtime::paging::Tokens::Plain.token(&last.id),
                     _ => String::new(),
                 },
             }),

@@ -6,8 +6,8 @@ use lychd_proto::archive::v1::archive_client::ArchiveClient;
 use lychd_proto::ward::v1::PrincipalKind;
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_runtime::client::PeerChannel;
+pub use lychd_testkit::refusal::{assert_refused as refused, field_violations as fields, reason};
 use lychd_testkit::{Spawned, spawn_office};
-use tonic_types::StatusExt;
 
 pub type Client = ArchiveClient<PeerChannel>;
 pub type Ward = WardClient<PeerChannel>;
@@ -183,32 +183,4 @@ pub fn ids(notes: &[pb::RecalledNote]) -> Vec<String> {
         .iter()
         .map(|n| n.note.as_ref().expect("note").revision_id.clone())
         .collect()
-}
-
-/// The `ErrorInfo.reason` of a refusal.
-pub fn reason(s: &tonic::Status) -> String {
-    s.get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
-}
-
-/// The fields named by a refusal's violations.
-pub fn fields(s: &tonic::Status) -> Vec<String> {
-    s.get_error_details()
-        .bad_request()
-        .map(|b| b.field_violations.iter().map(|f| f.field.clone()).collect())
-        .unwrap_or_default()
-}
-
-/// Assert `result` is refused with `code` and `reason`.
-#[track_caller]
-pub fn refused<T: std::fmt::Debug>(
-    result: Result<T, tonic::Status>,
-    code: tonic::Code,
-    want: &str,
-) -> tonic::Status {
-    let s = result.expect_err(want);
-    assert_eq!((s.code(), reason(&s).as_str()), (code, want), "{s:?}");
-    s
 }

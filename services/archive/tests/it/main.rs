@@ -3,6 +3,7 @@
 
 mod authority;
 mod common;
+mod faults;
 mod input;
 mod inspect;
 mod intake;

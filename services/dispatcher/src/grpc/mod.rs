@@ -10,6 +10,7 @@
 //! principal's is answered as not found unless Ward allows the caller the administrative
 //! action, asked only then and immediately before that write.
 
+mod authority;
 mod convert;
 
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use lychd_proto::dispatcher::v1 as pb;
 use lychd_proto::dispatcher::v1::dispatcher_server::{Dispatcher, DispatcherServer};
-use lychd_runtime::auth::{Action, Principal};
 use lychd_runtime::server::ServeContext;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -27,17 +27,15 @@ use tonic::{Request, Response, Status};
 
 use crate::actions;
 use crate::error::DispatcherError;
-use crate::service::{LeaseOutcome, Recheck, Service};
-use crate::store::leases::Filter;
+use crate::service::{Filter, LeaseOutcome, Recheck, Service};
 
 pub struct DispatcherService {
     ctx: ServeContext,
     service: Arc<Service>,
 }
 
-/// Largest page of `ListLeases`.
-const PAGE_MAX: u32 = 1000;
-const PAGE_DEFAULT: u32 = 100;
+/// Page sizes of `ListLeases`: at most 1000, a larger size lowered to it.
+const PAGES: lychd_runtime::paging::PageSize = lychd_runtime::paging::PageSize::lowered(1000);
 
 fn err(e: DispatcherError) -> Status {
     e.into()
@@ -245,10 +243,7 @@ impl Dispatcher for DispatcherService {
         let cmd = convert::list_request(request.get_ref()).map_err(err)?;
         let (principal, all) = self.reader(&request).await?;
         let page = request.get_ref().page.clone().unwrap_or_default();
-        let size = match page.page_size {
-            0 => PAGE_DEFAULT,
-            n => n.min(PAGE_MAX),
-        };
+        let size = PAGES.of(page.page_size).unwrap_or(PAGES.max);
         let rows = self
             .service
             .list_leases(
@@ -426,130 +421,52 @@ impl Dispatcher for DispatcherService {
                 "is beyond any sequence",
             ))
         })?;
-        self.ctx
-            .authorize(&request, actions::READ, "event:*")
+        // Every event to a holder of `dispatcher:read_all` on `lease:*` (who sees every
+        // principal's leases); to anyone else only the events of its own leases.
+        let (principal, all) = self
+            .ctx
+            .reader(
+                &request,
+                actions::READ,
+                "event:*",
+                actions::READ_ALL,
+                "lease:*",
+            )
             .await?;
-        let place = self
-            .service
-            .stream_place()
-            .ok_or_else(|| err(DispatcherError::StreamLimit))?;
+        let only = if all {
+            None
+        } else {
+            Some(principal.id.clone())
+        };
+        let place = self.service.stream_place(&principal.id).map_err(err)?;
         let follow = request.get_ref().follow;
         // The stream's authority is asked for again while it is open: still allowed to read
         // (whatever else changed in the caller's policy meanwhile).
-        let recheck = self.recheck(&request, actions::READ, "event:*".to_owned(), None);
+        let read = self.recheck(&request, actions::READ, "event:*".to_owned(), None);
+        // A stream of every principal's events ends when `dispatcher:read_all` goes (opened
+        // again, it is scoped to the caller's own leases).
+        let recheck: Recheck = match &only {
+            Some(_) => read,
+            None => {
+                let all = self.recheck(&request, actions::READ_ALL, "lease:*".to_owned(), None);
+                Arc::new(move || {
+                    let (read, all) = (read.clone(), all.clone());
+                    Box::pin(async move {
+                        read().await?;
+                        all().await
+                    })
+                })
+            }
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let service = self.service.clone();
         tokio::spawn(async move {
             service
-                .watch_events(after, follow, tx, recheck, place)
+                .watch_events(after, follow, only, tx, recheck, place)
                 .await
         });
         let events = ReceiverStream::new(rx).map(|e| e.map(|r| convert::event(&r)).map_err(err));
         Ok(Response::new(Box::pin(events)))
-    }
-}
-
-impl DispatcherService {
-    /// Decode with `decode`; on bad input, authenticate the caller first, so a junk or
-    /// missing session is `UNAUTHENTICATED` whatever else is wrong. For the self-authenticating
-    /// lease methods (their decision authenticates a well-formed request; a bad one is rare and
-    /// may take the extra question). Ward is never asked about an object built from bad input.
-    async fn decode_authenticated<T, C>(
-        &self,
-        request: &Request<T>,
-        decode: impl FnOnce(&Request<T>) -> Result<C, DispatcherError>,
-    ) -> Result<C, Status> {
-        self.ctx
-            .authorizer
-            .decoded(request, decode(request).map_err(err))
-            .await
-    }
-
-    /// Ward asked again, later, whether the caller of `request` may still do `action` on
-    /// `object`: with `first`'s policy generation when given (an effect prepared under that
-    /// decision), or whatever the caller's policy now (a stream's standing authority).
-    fn recheck<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        object: String,
-        first: Option<&Principal>,
-    ) -> Recheck {
-        let authorizer = self.ctx.authorizer.clone();
-        let metadata = request.metadata().clone();
-        let generation = first.map(|p| p.policy_generation);
-        Arc::new(move || {
-            let authorizer = authorizer.clone();
-            let asking = Request::from_parts(metadata.clone(), tonic::Extensions::default(), ());
-            let object = object.clone();
-            Box::pin(async move {
-                authorizer
-                    .authorize_for(&asking, action, &object, action.verb(), generation)
-                    .await
-                    .map(|_| ())
-                    .map_err(|refused| DispatcherError::Refused(Box::new(refused)))
-            })
-        })
-    }
-
-    /// Does the caller hold `action` on `object` (with `first`'s policy generation)? A denial
-    /// is an answer here, not a refusal (and is not logged as one); a session that
-    /// authenticates nobody, or Ward unreachable, is the refusal.
-    async fn holds<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        object: &str,
-        first: Option<&Principal>,
-    ) -> Result<bool, Status> {
-        Ok(self
-            .ctx
-            .authorizer
-            .decision(request, action, object, first.map(|p| p.policy_generation))
-            .await?
-            .is_some())
-    }
-
-    /// A reader of leases: `dispatcher:read` on `lease:*`, and whether it may see every
-    /// principal's (`dispatcher:read_all` on `lease:*`), asked together.
-    async fn reader<T>(&self, request: &Request<T>) -> Result<(Principal, bool), Status> {
-        let (principal, all) = tokio::join!(
-            self.ctx.authorize(request, actions::READ, "lease:*"),
-            self.ctx
-                .authorizer
-                .decision(request, actions::READ_ALL, "lease:*", None)
-        );
-        Ok((principal?, all?.is_some()))
-    }
-
-    /// `action` on the (decoded, distinct) `animators`: one decision on `animator:*` first,
-    /// and one per animator only when that is denied (all of them when none is named).
-    async fn authorize_animators<T>(
-        &self,
-        request: &Request<T>,
-        action: Action,
-        animators: &[String],
-    ) -> Result<Principal, Status> {
-        if animators.is_empty() {
-            return self.ctx.authorize(request, action, "animator:*").await;
-        }
-        if let Some(principal) = self
-            .ctx
-            .authorizer
-            .decision(request, action, "animator:*", None)
-            .await?
-        {
-            return Ok(principal);
-        }
-        let mut principal = None;
-        for a in animators {
-            principal = Some(
-                self.ctx
-                    .authorize(request, action, &format!("animator:{a}"))
-                    .await?,
-            );
-        }
-        Ok(principal.expect("invariant: animators is non-empty"))
     }
 }
 

@@ -8,6 +8,8 @@
 //! - `openai_models_v1`: `GET /v1/models` only; a listed model is WARM.
 //! - a Portal with `probe = false`: no traffic, every key UNKNOWN (`PROBE_DISABLED`).
 //!
+//! Each dialect's GETs are its [`Plan`], chosen by one exhaustive `match` ([`plan`]).
+//!
 //! An adapter returns one observation per inventory entry that names a requested model, plus
 //! COLD for each requested model the runtime does not list; [`crate::domain::observation`]
 //! then checks totality (a model listed twice is a duplicate key and invalidates the batch).
@@ -41,12 +43,9 @@ pub async fn probe(
     }
     let code = |e: FetchError| e.code().to_owned();
     let mut conn = client.connection(&animator.endpoint);
-    // Each dialect's health check, if it has one, comes before the inventory.
-    let health_path = match animator.dialect {
-        Dialect::LlamaCpp => Some("/health"),
-        Dialect::OpenaiModelsV1 => None,
-    };
-    if let Some(path) = health_path {
+    let plan = plan(animator.dialect);
+    // The dialect's health check, if it has one, comes before the inventory.
+    if let Some(path) = plan.health {
         match conn.get(path).await.map_err(code)? {
             Fetched::Refused => return Ok(all(requested, Observed::new(Phase::Cold))),
             Fetched::Response { status, .. } => match health(status)? {
@@ -55,7 +54,7 @@ pub async fn probe(
             },
         }
     }
-    match conn.get("/v1/models").await.map_err(code)? {
+    match conn.get(plan.inventory).await.map_err(code)? {
         Fetched::Refused => Ok(all(requested, Observed::new(Phase::Cold))),
         Fetched::Response { status, body } => {
             if (300..400).contains(&status) {
@@ -70,6 +69,32 @@ pub async fn probe(
             let entries = parse_inventory(&body)?;
             map_inventory(animator, requested, &entries)
         }
+    }
+}
+
+/// What a probe of one dialect GETs, in order, on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// The health check before the inventory (200 healthy, 503 loading; see `health`), if the
+    /// dialect has one.
+    pub health: Option<&'static str>,
+    /// The OpenAI-shaped model list (`{"data": [{"id": …}, …]}`, with llama.cpp router-mode
+    /// statuses when present).
+    pub inventory: &'static str,
+}
+
+/// The probe plan of each dialect: the one place a dialect's probe is chosen. The `match` is
+/// exhaustive: a new [`Dialect`] does not compile until it has its plan here.
+pub const fn plan(dialect: Dialect) -> Plan {
+    match dialect {
+        Dialect::LlamaCpp => Plan {
+            health: Some("/health"),
+            inventory: "/v1/models",
+        },
+        Dialect::OpenaiModelsV1 => Plan {
+            health: None,
+            inventory: "/v1/models",
+        },
     }
 }
 
@@ -290,6 +315,24 @@ mod tests {
                 br#"{"object":"list","data":[{"id":"m","object":"model","meta":{"n":1}}]}"#
             ),
             Ok(vec![entry("m", None)])
+        );
+    }
+
+    #[test]
+    fn each_dialect_has_its_plan() {
+        assert_eq!(
+            plan(Dialect::LlamaCpp),
+            Plan {
+                health: Some("/health"),
+                inventory: "/v1/models"
+            }
+        );
+        assert_eq!(
+            plan(Dialect::OpenaiModelsV1),
+            Plan {
+                health: None,
+                inventory: "/v1/models"
+            }
         );
     }
 

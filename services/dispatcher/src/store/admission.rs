@@ -31,10 +31,14 @@ pub async fn ensure(pool: &PgPool, animators: &[String]) -> Result<()> {
     Ok(())
 }
 
-const STATES: &str = "SELECT a.animator, a.generation, a.open_closures,
-        (SELECT count(*) FROM leases l
-          WHERE l.animator = a.animator AND l.released_at IS NULL AND l.expires_at > now()) AS live
-   FROM admission a WHERE a.animator = ANY($1::text[]) ORDER BY a.animator";
+/// Live leases by [`super::leases::LIVE`].
+const STATES: &str = concat!(
+    "SELECT a.animator, a.generation, a.open_closures,
+        (SELECT count(*) FROM leases l WHERE l.animator = a.animator AND ",
+    live!(),
+    ") AS live
+   FROM admission a WHERE a.animator = ANY($1::text[]) ORDER BY a.animator"
+);
 
 fn row(r: &sqlx::postgres::PgRow) -> std::result::Result<AdmissionRow, sqlx::Error> {
     Ok(AdmissionRow {
@@ -104,7 +108,7 @@ pub async fn close(
             return Err(DispatcherError::ClosureRequestConflict);
         }
         let states = states(&mut *tx, animators).await?;
-        tx.commit().await?;
+        lychd_runtime::refusal::commit(tx).await?;
         return Ok(Closed {
             token,
             states,
@@ -142,7 +146,7 @@ pub async fn close(
     .execute(&mut *tx)
     .await?;
     let states = states(&mut *tx, animators).await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Closed {
         token,
         states,
@@ -219,7 +223,7 @@ pub async fn reopen(
     }
     if reopened {
         let states = states(&mut *tx, &animators).await?;
-        tx.commit().await?;
+        lychd_runtime::refusal::commit(tx).await?;
         return Ok(Reopened {
             states,
             already_reopened: true,
@@ -239,7 +243,7 @@ pub async fn reopen(
     .execute(&mut *tx)
     .await?;
     let states = states(&mut *tx, &animators).await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Reopened {
         states,
         already_reopened: false,

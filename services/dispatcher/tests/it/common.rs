@@ -10,8 +10,8 @@ use lychd_proto::ward::v1::PrincipalKind;
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
 use lychd_runtime::server::{InProcess, ServeContext};
+pub use lychd_testkit::refusal::{field_violations as fields, reason};
 use lychd_testkit::{Spawned, spawn_office_with};
-use tonic_types::StatusExt;
 
 pub type Client = DispatcherClient<PeerChannel>;
 
@@ -48,10 +48,21 @@ pub async fn stack(office: &str) -> Stack {
 /// [`stack`] with more `[office]` settings (`knobs`, e.g. `stream_limit = 2`) before the
 /// registry.
 pub async fn stack_with(office: &str, knobs: &str) -> Stack {
+    stack_adjusted(office, knobs, |_| {}).await
+}
+
+/// [`stack_with`], with a chance to adjust the rest of the configuration (the database URL
+/// through a fault proxy).
+pub async fn stack_adjusted(
+    office: &str,
+    knobs: &str,
+    adjust: impl FnOnce(&mut lychd_runtime::config::OfficeConfig),
+) -> Stack {
     let table: toml::Table =
         toml::from_str(&format!("{knobs}\n{office}")).expect("test registry is TOML");
     let spawned = spawn_office_with(lychd_dispatcher::spec(), move |cfg| {
         cfg.office = table;
+        adjust(cfg);
     })
     .await;
     for (action, object) in TESTER_ACTIONS {
@@ -285,22 +296,6 @@ pub fn unavailable(o: Outcome) -> pb::Unavailable {
         Outcome::Unavailable(u) => u,
         other => panic!("expected unavailable, got {other:?}"),
     }
-}
-
-/// The `ErrorInfo.reason` of a refusal.
-pub fn reason(s: &tonic::Status) -> String {
-    s.get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
-}
-
-/// The field violations of a refusal, as `field` strings.
-pub fn fields(s: &tonic::Status) -> Vec<String> {
-    s.get_error_details()
-        .bad_request()
-        .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
-        .unwrap_or_default()
 }
 
 pub async fn leases(c: &mut Client, include_inactive: bool) -> Vec<pb::LeaseInfo> {

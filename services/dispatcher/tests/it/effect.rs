@@ -135,7 +135,16 @@ async fn watching() -> (
         "stream_recheck_interval_ms = 300",
     )
     .await;
-    let (id, token, mut reader) = principal(&s, "reader", &[("dispatcher:read", "event:*")]).await;
+    // It sees every principal's events (the tester's lease is not its own).
+    let (id, token, mut reader) = principal(
+        &s,
+        "reader",
+        &[
+            ("dispatcher:read", "event:*"),
+            ("dispatcher:read_all", "lease:*"),
+        ],
+    )
+    .await;
     let mut stream = reader
         .watch_dispatch_events(pb::WatchDispatchEventsRequest {
             after_sequence: 0,

@@ -23,6 +23,8 @@ fn animator(name: &str) -> AnimatorDecl {
         aliases: Default::default(),
         conflict_domains: None,
         groups: Vec::new(),
+        device: None,
+        memory_mib: None,
     }
 }
 
@@ -41,6 +43,7 @@ fn capability(animator: &str, family: Family, model: &str) -> CapabilityDecl {
         },
         context_tokens: 0,
         max_output_tokens: 0,
+        memory_mib: None,
     }
 }
 

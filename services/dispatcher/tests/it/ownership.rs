@@ -216,3 +216,64 @@ async fn reopening_needs_admission_on_the_closures_animators() {
     reopen(&mut s.orchestrator, &closed.closure_token).await;
     s.spawned.stop().await;
 }
+
+/// Dispatch events name lease ids: a reader sees the events of its own leases only, in a
+/// listing and while following, unless Ward allows it `dispatcher:read_all` on `lease:*`
+/// (every principal's leases; the operator holds it in `lychd dev`).
+#[tokio::test(flavor = "multi_thread")]
+async fn dispatch_events_show_only_the_callers_own_leases_without_read_all() {
+    let (_sim, mut s) = two_animators().await;
+    let (b_id, _, mut b) = principal(
+        &s,
+        "b",
+        &[
+            ("dispatcher:lease", "capability:*"),
+            ("dispatcher:read", "event:*"),
+        ],
+    )
+    .await;
+    let mut b_follows = b
+        .watch_dispatch_events(pb::WatchDispatchEventsRequest {
+            after_sequence: 0,
+            follow: true,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let a1 = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
+    let b1 = granted(lease(&mut b, exact("gpu1:chat:m")).await);
+    let a2 = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
+    let b2 = granted(lease(&mut b, exact("gpu1:chat:m")).await);
+    let ids = |events: Vec<pb::DispatchEvent>| -> Vec<String> {
+        events.into_iter().map(|e| e.lease_id).collect()
+    };
+    assert_eq!(
+        ids(events(&mut b).await),
+        [b1.lease_id.as_str(), &b2.lease_id]
+    );
+    assert_eq!(
+        ids(events(&mut s.client).await),
+        [a1.lease_id.as_str(), &a2.lease_id]
+    );
+    // Following: A's events are skipped, B's arrive in order.
+    assert_eq!(next_event(&mut b_follows).await.lease_id, b1.lease_id);
+    assert_eq!(next_event(&mut b_follows).await.lease_id, b2.lease_id);
+    let a3 = granted(lease(&mut s.client, exact("gpu0:chat:m")).await);
+    let b3 = granted(lease(&mut b, exact("gpu1:chat:m")).await);
+    assert_eq!(next_event(&mut b_follows).await.lease_id, b3.lease_id);
+    drop(b_follows);
+    // With the broader grant, every principal's events.
+    grant(&s, &b_id, "dispatcher:read_all", "lease:*").await;
+    assert_eq!(
+        ids(events(&mut b).await),
+        [
+            a1.lease_id.as_str(),
+            &b1.lease_id,
+            &a2.lease_id,
+            &b2.lease_id,
+            &a3.lease_id,
+            &b3.lease_id
+        ]
+    );
+    s.spawned.stop().await;
+}

@@ -59,8 +59,10 @@ impl Authority {
         }
     }
 
-    /// Whether only an owner (Ward's service principal or the operator in `lychd dev`) may
-    /// append it.
+    /// Whether it is an owner record: appended only by the holder of its action on every
+    /// subject (the issuer: Ward's service principal), never on one subject's authority.
+    /// Equal to the core's `RecordType::is_owner_issued`, which Ward issues by (a test keeps
+    /// the two equal).
     pub fn is_owner(self) -> bool {
         !matches!(self, Authority::Observation | Authority::LearningProposal)
     }
@@ -191,6 +193,19 @@ mod tests {
             Authority::of(RecordType::LearningSignal, Some("proposed")),
             Authority::LearningProposal
         );
+    }
+
+    #[test]
+    fn the_owner_authorities_are_the_cores_owner_issued_records() {
+        for t in RecordType::ALL {
+            for disposition in [None, Some("accepted"), Some("proposed"), Some("rejected")] {
+                assert_eq!(
+                    Authority::of(t, disposition).is_owner(),
+                    t.is_owner_issued(disposition),
+                    "{t:?} {disposition:?}"
+                );
+            }
+        }
     }
 
     #[test]

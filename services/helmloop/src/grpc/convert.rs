@@ -4,6 +4,7 @@
 use lychd_helmloop::Domain;
 use lychd_helmloop::schema::RecordType;
 use lychd_proto::helmloop::v1 as pb;
+use lychd_runtime::paging::{PageSize, Seq, Tokens};
 use lychd_runtime::refusal::Violations;
 
 use crate::config::Settings;
@@ -11,12 +12,10 @@ use crate::domain::record::is_identifier;
 use crate::domain::summary::Summary;
 use crate::error::{HelmLoopError, Result, reasons};
 use crate::service::Reduced;
-use crate::store::records::{Appended, Row};
-use crate::store::{timestamp_ms, timestamp_us};
+use crate::service::{Appended, Row, timestamp_ms, timestamp_us};
 
-/// Largest page of `ListRecords`.
-pub const PAGE_MAX: u32 = 1000;
-pub const PAGE_DEFAULT: u32 = 100;
+/// Page sizes of `ListRecords`: at most 1000, a larger size lowered to it.
+pub const PAGES: PageSize = PageSize::lowered(1000);
 
 /// `AppendRecords`: the bounds of the request (count, each body, the sum), before any parse.
 pub fn append_request(r: pb::AppendRecordsRequest, s: &Settings) -> Result<Vec<Vec<u8>>> {
@@ -112,43 +111,32 @@ pub fn get_record(r: &pb::GetRecordRequest) -> Result<(String, String)> {
 
 /// A decoded `ListRecords`.
 pub struct List {
-    pub filter: crate::store::records::Filter,
+    pub filter: crate::service::Filter,
     pub after: i64,
     pub size: u32,
 }
 
-/// `ListRecords`: filters, page size and token (the last `seq` seen, in decimal).
+/// `ListRecords`: filters, page size and token (the last `seq` seen, in decimal, exactly as
+/// issued).
 pub fn list_records(r: &pb::ListRecordsRequest) -> Result<List> {
     let mut v = Violations::new();
     let subject_id = identifier(&mut v, "subject_id", &r.subject_id, false);
     let revision_id = identifier(&mut v, "revision_id", &r.revision_id, false);
     let rt = record_type(&mut v, "record_type", &r.record_type, false);
     let page = r.page.clone().unwrap_or_default();
-    let after = match page.page_token.as_str() {
-        "" => Some(0),
-        t => match t.parse::<i64>() {
-            Ok(n) if n > 0 && t.bytes().all(|b| b.is_ascii_digit()) => Some(n),
-            _ => {
-                v.push(
-                    "page.page_token",
-                    reasons::PAGE_TOKEN_INVALID,
-                    "is not a token this office issued",
-                );
-                None
-            }
-        },
-    };
-    let size = match page.page_size {
-        0 => PAGE_DEFAULT,
-        n => n.min(PAGE_MAX),
-    };
+    let after = v.check(
+        "page.page_token",
+        reasons::PAGE_TOKEN_INVALID,
+        Tokens::Plain.after::<Seq>(&page.page_token),
+    );
+    let size = PAGES.of(page.page_size).unwrap_or(PAGES.max);
     v.finish(|| List {
-        filter: crate::store::records::Filter {
+        filter: crate::service::Filter {
             subject_id: subject_id.unwrap_or_default(),
             revision_id: revision_id.unwrap_or_default(),
             record_type: rt.unwrap_or_default(),
         },
-        after: after.unwrap_or(0),
+        after: after.flatten().map_or(0, |Seq(n)| n),
         size,
     })
     .map_err(HelmLoopError::InvalidArgument)

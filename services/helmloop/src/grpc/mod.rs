@@ -10,6 +10,7 @@
 //! `RunConformance`) is on `office:helmloop`; `GetRecord` and `GetEvaluation`, whose request
 //! names no subject, ask `subject:*` and, when that is denied, the subject of what was found.
 
+mod authority;
 mod convert;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,7 @@ use futures::future::BoxFuture;
 use lychd_proto::helmloop::v1 as pb;
 use lychd_proto::helmloop::v1::helm_loop_server::{HelmLoop, HelmLoopServer};
 use lychd_runtime::auth::{Action, Principal};
+use lychd_runtime::paging::{Seq, Tokens};
 use lychd_runtime::server::ServeContext;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
@@ -26,7 +28,11 @@ use tonic::{Request, Response, Status};
 use crate::actions;
 use crate::domain::record::{Authority, Verified};
 use crate::error::HelmLoopError;
-use crate::service::Service;
+use crate::service::{FirstBody, Identity, Service};
+
+/// How often an append is authorized again when first bodies appear under its identities
+/// between the look-up and the write (each round leaves fewer identities without one).
+const APPEND_ATTEMPTS: usize = 3;
 
 /// The object of inline work.
 const OFFICE_OBJECT: &str = "office:helmloop";
@@ -79,13 +85,28 @@ impl HelmLoop for HelmLoopService {
         let asking = Request::from_parts(metadata, extensions, ());
         let bodies = convert::append_request(message, &self.service.settings).map_err(err)?;
         let verified = self.service.verify_all(bodies).await.map_err(err)?;
-        let (principal, decided) = self.authorize_append(&asking, &verified).await?;
-        let recheck = self.recheck_all(&asking, decided, &principal);
-        let outcomes = self
-            .service
-            .append(&verified, &principal.id, recheck)
-            .await
-            .map_err(err)?;
+        let identities = crate::service::identities(&verified);
+        // Authorized against the first body of every identity that has one as well as against
+        // each new body; a first body stored meanwhile under a new identity means asking again.
+        let mut outcomes = None;
+        for _ in 0..APPEND_ATTEMPTS {
+            let known = self.service.first_bodies(&identities).await.map_err(err)?;
+            let (principal, decided) = self.authorize_append(&asking, &verified, &known).await?;
+            let recheck = self.recheck_all(&asking, decided, &principal);
+            match self
+                .service
+                .append(&verified, &principal.id, recheck, &known)
+                .await
+            {
+                Ok(done) => {
+                    outcomes = Some(done);
+                    break;
+                }
+                Err(HelmLoopError::FirstBodiesChanged) => continue,
+                Err(e) => return Err(err(e)),
+            }
+        }
+        let outcomes = outcomes.ok_or_else(|| err(HelmLoopError::FirstBodiesChanged))?;
         let results = verified
             .into_iter()
             .zip(outcomes)
@@ -150,7 +171,7 @@ impl HelmLoop for HelmLoopService {
         let mut rows = rows;
         rows.truncate(cmd.size as usize);
         let next = match (more, rows.last()) {
-            (true, Some(last)) => last.seq.to_string(),
+            (true, Some(last)) => Tokens::Plain.token(&Seq(last.seq)),
             _ => String::new(),
         };
         Ok(Response::new(pb::ListRecordsResponse {
@@ -245,7 +266,7 @@ impl HelmLoop for HelmLoopService {
             summary: Some(convert::summary(&summary)),
             context: stored.context,
             evaluated_by: stored.evaluated_by,
-            stored_at: Some(crate::store::timestamp_us(stored.stored_at_us)),
+            stored_at: Some(crate::service::timestamp_us(stored.stored_at_us)),
         }))
     }
 
@@ -317,137 +338,6 @@ fn subject_object(subject_id: &str) -> String {
         ANY_SUBJECT.to_owned()
     } else {
         format!("subject:{subject_id}")
-    }
-}
-
-impl HelmLoopService {
-    /// Decode with `decode`; on bad input, authenticate the caller first, so a junk or missing
-    /// session is `UNAUTHENTICATED` whatever else is wrong (the self-authenticating `Reduce`).
-    async fn decode_authenticated(
-        &self,
-        request: &Request<()>,
-        decode: impl FnOnce() -> crate::error::Result<()>,
-    ) -> Result<(), Status> {
-        self.ctx
-            .authorizer
-            .decoded(request, decode().map_err(err))
-            .await
-    }
-
-    /// A reader without `helmloop:read` on `subject:*` may read what belongs to `subjects`
-    /// when it holds the action on each of them. Anything else (nothing found, an evaluation
-    /// of no subject, one subject denied) is answered with the refusal on `subject:*`, so a
-    /// denied caller learns neither whether the record exists nor whose it is.
-    async fn read_subjects<T>(
-        &self,
-        request: &Request<T>,
-        subjects: BTreeSet<&str>,
-    ) -> Result<(), Status> {
-        let mut allowed = !subjects.is_empty();
-        for subject in subjects {
-            let object = subject_object(subject);
-            if self
-                .ctx
-                .authorizer
-                .decision(request, actions::READ, &object, None)
-                .await?
-                .is_none()
-            {
-                allowed = false;
-                break;
-            }
-        }
-        if allowed {
-            return Ok(());
-        }
-        self.ctx
-            .authorize(request, actions::READ, ANY_SUBJECT)
-            .await
-            .map(|_| ())
-    }
-
-    /// May the caller append `verified`? One question per append action on `subject:*`;
-    /// when that is denied, one per subject (refused at the first denial). Returns the
-    /// principal and every (action, object) allowed, for the re-check before the write.
-    async fn authorize_append(
-        &self,
-        request: &Request<()>,
-        verified: &[Verified],
-    ) -> Result<(Principal, Vec<(Action, String)>), Status> {
-        let mut needed: BTreeMap<Authority, BTreeSet<&str>> = BTreeMap::new();
-        for r in verified {
-            needed
-                .entry(r.authority)
-                .or_default()
-                .insert(r.subject_id.as_str());
-        }
-        let asked = needed.into_iter().map(|(authority, subjects)| {
-            let action = append_action(authority);
-            async move {
-                if let Some(p) = self
-                    .ctx
-                    .authorizer
-                    .decision(request, action, ANY_SUBJECT, None)
-                    .await?
-                {
-                    return Ok::<_, Status>((p, vec![(action, ANY_SUBJECT.to_owned())]));
-                }
-                let mut principal = None;
-                let mut decided = Vec::new();
-                for s in subjects {
-                    let object = subject_object(s);
-                    principal = Some(self.ctx.authorize(request, action, &object).await?);
-                    decided.push((action, object));
-                }
-                Ok((
-                    principal.expect("invariant: a needed authority has a subject"),
-                    decided,
-                ))
-            }
-        });
-        let answers = futures::future::try_join_all(asked).await?;
-        let mut principal = None;
-        let mut decided = Vec::new();
-        for (p, d) in answers {
-            principal.get_or_insert(p);
-            decided.extend(d);
-        }
-        let principal = principal.expect("invariant: at least one record was verified");
-        Ok((principal, decided))
-    }
-
-    /// Ward asked again whether the caller may still do `action` on `object`, with `first`'s
-    /// policy generation: awaited immediately before the write.
-    fn recheck(
-        &self,
-        request: &Request<()>,
-        action: Action,
-        object: &str,
-        first: &Principal,
-    ) -> impl std::future::Future<Output = crate::error::Result<()>> + use<> {
-        self.recheck_all(request, vec![(action, object.to_owned())], first)
-    }
-
-    /// [`Self::recheck`] for every decided pair, asked together.
-    fn recheck_all(
-        &self,
-        request: &Request<()>,
-        decided: Vec<(Action, String)>,
-        first: &Principal,
-    ) -> impl std::future::Future<Output = crate::error::Result<()>> + use<> {
-        let authorizer = self.ctx.authorizer.clone();
-        let metadata = request.metadata().clone();
-        let generation = first.policy_generation;
-        async move {
-            let asking = Request::from_parts(metadata, tonic::Extensions::default(), ());
-            let asks = decided.iter().map(|(action, object)| {
-                authorizer.authorize_for(&asking, *action, object, action.verb(), Some(generation))
-            });
-            futures::future::try_join_all(asks)
-                .await
-                .map(|_| ())
-                .map_err(|refused| HelmLoopError::Refused(Box::new(refused)))
-        }
     }
 }
 

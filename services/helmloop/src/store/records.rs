@@ -2,9 +2,12 @@
 //! an exact replay inserts nothing; another body under a stored identity is inserted and marked
 //! `equivocates`. No statement updates or deletes a row.
 
+use std::collections::BTreeMap;
+
+use lychd_helmloop::schema::RecordType;
 use sqlx::PgPool;
 
-use crate::domain::record::Verified;
+use crate::domain::record::{Authority, Verified};
 
 /// What an append did with one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +78,89 @@ fn columns(with_body: bool) -> String {
     COLUMNS.replace("$BODY", if with_body { "r.body" } else { "''::bytea" })
 }
 
-/// Store `records` (already verified) in one transaction, submitted by `principal`.
+/// A record identity: (record type, id).
+pub type Identity = (String, String);
+
+/// What the first body stored under an identity binds: its subject id and the authority its
+/// type (and, for a learning signal, its disposition) needs. An append under that identity is
+/// authorized against it as well as against the new body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstBody {
+    pub subject_id: String,
+    pub authority: Authority,
+}
+
+/// The first stored body of each of `identities` that has one.
+pub async fn first_bodies<'e, E>(
+    executor: E,
+    identities: &[Identity],
+) -> sqlx::Result<BTreeMap<Identity, FirstBody>>
+where
+    E: sqlx::PgExecutor<'e>,
+{
+    let (types, ids): (Vec<&str>, Vec<&str>) = identities
+        .iter()
+        .map(|(t, i)| (t.as_str(), i.as_str()))
+        .unzip();
+    // The disposition matters only for a learning signal (proposal or acceptance).
+    let rows: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT DISTINCT ON (r.record_type, r.record_id) r.record_type, r.record_id, \
+                r.subject_id, \
+                CASE WHEN r.record_type = 'LearningSignalV1' \
+                     THEN convert_from(r.body, 'UTF8')::jsonb ->> 'disposition' END \
+         FROM unnest($1::text[], $2::text[]) AS i(record_type, record_id) \
+         JOIN records r ON r.record_type = i.record_type AND r.record_id = i.record_id \
+         ORDER BY r.record_type, r.record_id, r.seq",
+    )
+    .bind(&types)
+    .bind(&ids)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(t, id, subject_id, disposition)| {
+            let authority = Authority::of(RecordType::from_name(&t)?, disposition.as_deref());
+            Some((
+                (t, id),
+                FirstBody {
+                    subject_id,
+                    authority,
+                },
+            ))
+        })
+        .collect())
+}
+
+/// Why an append stored nothing without a database fault.
+#[derive(Debug)]
+pub enum AppendError {
+    /// A first body was stored under one of the identities after the caller was authorized
+    /// against what `known` said: authorize again against the new first bodies.
+    FirstBodiesChanged,
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for AppendError {
+    fn from(e: sqlx::Error) -> Self {
+        AppendError::Database(e)
+    }
+}
+
+/// The identities of `records`, sorted and distinct.
+pub fn identities(records: &[Verified]) -> Vec<Identity> {
+    let mut identities: Vec<Identity> = records
+        .iter()
+        .map(|r| (r.record_type.as_str().to_owned(), r.id.clone()))
+        .collect();
+    identities.sort();
+    identities.dedup();
+    identities
+}
+
+/// Store `records` (already verified) in one transaction, submitted by `principal`, who was
+/// authorized against `known`: the first bodies stored under the records' identities when
+/// they were looked up. First bodies never change, so the only news can be a first body under
+/// an identity that had none; then nothing is stored ([`AppendError::FirstBodiesChanged`]).
 ///
 /// Read committed. Lock order: one transaction-scoped advisory lock per distinct identity
 /// (record type, id), taken in sorted order before any insert, so two appends of bodies under
@@ -85,20 +170,28 @@ pub async fn append(
     pool: &PgPool,
     records: &[Verified],
     principal: &str,
-) -> sqlx::Result<Vec<Appended>> {
-    let mut identities: Vec<String> = records
+    known: &BTreeMap<Identity, FirstBody>,
+) -> Result<Vec<Appended>, AppendError> {
+    let identities = identities(records);
+    let keys: Vec<String> = identities
         .iter()
-        .map(|r| format!("{}/{}", r.record_type.as_str(), r.id))
+        .map(|(t, id)| format!("{t}/{id}"))
         .collect();
-    identities.sort();
-    identities.dedup();
     let mut tx = pool.begin().await?;
     sqlx::query(
         "SELECT pg_advisory_xact_lock(hashtextextended(i, 1212)) FROM unnest($1::text[]) AS t(i)",
     )
-    .bind(&identities)
+    .bind(&keys)
     .execute(&mut *tx)
     .await?;
+    let unknown: Vec<Identity> = identities
+        .into_iter()
+        .filter(|i| !known.contains_key(i))
+        .collect();
+    if !unknown.is_empty() && !first_bodies(&mut *tx, &unknown).await?.is_empty() {
+        tx.rollback().await?;
+        return Err(AppendError::FirstBodiesChanged);
+    }
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let inserted: Option<(bool,)> = sqlx::query_as(
@@ -127,7 +220,7 @@ pub async fn append(
             Some((false,)) => Appended::Stored,
         });
     }
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(out)
 }
 
@@ -183,9 +276,11 @@ pub async fn list(
     Ok(rows.into_iter().map(row).collect())
 }
 
-/// The canonical bodies bound to a subject id and revision id, oldest first: at most `limit`
-/// rows, and no row once the bodies before it hold more than `max_bytes` (so the caller sees
-/// that a cap is exceeded without reading the whole set).
+/// The canonical bodies bound to a subject id and revision id, and every other body stored
+/// under one of their identities (whatever subject or revision it names, so an equivocation
+/// is seen by every reduction that reads the identity), oldest first: at most `limit` rows,
+/// and no row once the bodies before it hold more than `max_bytes` (so the caller sees that a
+/// cap is exceeded without reading the whole set).
 pub async fn bodies_bound_to(
     pool: &PgPool,
     subject_id: &str,
@@ -197,7 +292,10 @@ pub async fn bodies_bound_to(
         "SELECT body FROM ( \
              SELECT body, seq, octet_length(body) AS len, \
                     sum(octet_length(body)) OVER (ORDER BY seq) AS running \
-             FROM records WHERE subject_id = $1 AND revision_id = $2) t \
+             FROM records r \
+             WHERE (r.record_type, r.record_id) IN ( \
+                 SELECT record_type, record_id FROM records \
+                 WHERE subject_id = $1 AND revision_id = $2)) t \
          WHERE running - len <= $4 ORDER BY seq LIMIT $3",
     )
     .bind(subject_id)

@@ -5,38 +5,8 @@
 
 use lychd_helmloop::Value;
 use lychd_proto::helmloop::v1 as pb;
-use lychd_proto::ward::v1::PrincipalKind;
 
 use crate::common::*;
-
-fn of_type(input: &Value, t: &str) -> Vec<Vec<u8>> {
-    input
-        .get("records")
-        .and_then(Value::as_array)
-        .expect("records")
-        .iter()
-        .filter(|r| r.get("recordType").and_then(Value::as_str) == Some(t))
-        .map(bytes)
-        .collect()
-}
-
-async fn principal_with(s: &Stack, name: &str, grants: &[(&str, &str)]) -> Client {
-    let (id, token) = s.spawned.principal(PrincipalKind::Service, name).await;
-    let mut admin = s.spawned.admin.clone();
-    for (action, object) in grants {
-        let verb = action.split_once(':').map(|(_, v)| v).unwrap_or(action);
-        admin
-            .ensure_assignment(&id, action, object, "helmloop", verb)
-            .await
-            .expect("assign");
-    }
-    s.client_with(&token)
-}
-
-fn denied(status: &tonic::Status) {
-    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
-    assert_eq!(reason(status), "NO_ASSIGNMENT");
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_observation_only_principal_cannot_append_a_contract_or_a_grant() {
@@ -95,26 +65,40 @@ async fn an_observation_only_principal_cannot_append_a_contract_or_a_grant() {
 async fn a_per_subject_assignment_covers_that_subject_only() {
     let s = stack().await;
     let input = baseline().input.value().clone();
-    let mut owner_of_other = principal_with(
+    let mut adapter_of_other = principal_with(
         &s,
-        "other-owner",
-        &[("helmloop:append_contract", "subject:svc-ledger")],
+        "ledger-adapter",
+        &[("helmloop:append_observation", "subject:svc-ledger")],
     )
     .await;
     denied(
-        &append(&mut owner_of_other, of_type(&input, "OutcomeContractV1"))
+        &append(&mut adapter_of_other, of_type(&input, "EvidenceRecordV1"))
             .await
             .expect_err("another subject"),
     );
+    let mut adapter = principal_with(
+        &s,
+        "payments-adapter",
+        &[("helmloop:append_observation", "subject:svc-payments")],
+    )
+    .await;
+    append(&mut adapter, of_type(&input, "EvidenceRecordV1"))
+        .await
+        .expect("own subject");
+    // An owner record's action is honoured on every subject only: held for one subject, it
+    // appends nothing, not even that subject's contract (the issuer alone claims owner
+    // identities).
     let mut owner = principal_with(
         &s,
         "payments-owner",
         &[("helmloop:append_contract", "subject:svc-payments")],
     )
     .await;
-    append(&mut owner, of_type(&input, "OutcomeContractV1"))
-        .await
-        .expect("own subject");
+    denied(
+        &append(&mut owner, of_type(&input, "OutcomeContractV1"))
+            .await
+            .expect_err("an owner record on one subject"),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

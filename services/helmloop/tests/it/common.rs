@@ -7,9 +7,10 @@ use lychd_helmloop::conformance::{Case, parse_manifest};
 use lychd_helmloop::{Value, to_canonical_vec};
 use lychd_proto::helmloop::v1 as pb;
 use lychd_proto::helmloop::v1::helm_loop_client::HelmLoopClient;
+use lychd_proto::ward::v1::PrincipalKind;
 use lychd_runtime::client::PeerChannel;
+pub use lychd_testkit::refusal::{field_violations as violations, reason};
 use lychd_testkit::{Spawned, spawn_office_with};
-use tonic_types::StatusExt;
 
 pub type Client = HelmLoopClient<PeerChannel>;
 
@@ -123,23 +124,6 @@ pub fn records_of(input: &Value) -> Vec<Vec<u8>> {
         .collect()
 }
 
-pub fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
-}
-
-/// `(field, description)` of every field violation.
-pub fn violations(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_error_details()
-        .bad_request()
-        .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
-        .unwrap_or_default()
-}
-
 pub async fn append(
     client: &mut Client,
     records: Vec<Vec<u8>>,
@@ -173,4 +157,36 @@ pub fn reseal(record: &Value, edit: impl FnOnce(&mut lychd_helmloop::Map)) -> Va
         m.insert("digest", d.render().into());
     }
     v
+}
+
+/// The records of `input` of type `t`, each as canonical bytes.
+pub fn of_type(input: &Value, t: &str) -> Vec<Vec<u8>> {
+    input
+        .get("records")
+        .and_then(Value::as_array)
+        .expect("records")
+        .iter()
+        .filter(|r| r.get("recordType").and_then(Value::as_str) == Some(t))
+        .map(bytes)
+        .collect()
+}
+
+/// A service principal holding `grants` at the HelmLoop office; its client.
+pub async fn principal_with(s: &Stack, name: &str, grants: &[(&str, &str)]) -> Client {
+    let (id, token) = s.spawned.principal(PrincipalKind::Service, name).await;
+    let mut admin = s.spawned.admin.clone();
+    for (action, object) in grants {
+        let verb = action.split_once(':').map(|(_, v)| v).unwrap_or(action);
+        admin
+            .ensure_assignment(&id, action, object, "helmloop", verb)
+            .await
+            .expect("assign");
+    }
+    s.client_with(&token)
+}
+
+/// A refusal for want of an assignment.
+pub fn denied(status: &tonic::Status) {
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert_eq!(reason(status), "NO_ASSIGNMENT");
 }

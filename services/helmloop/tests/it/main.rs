@@ -5,5 +5,6 @@ mod authority;
 mod common;
 mod conformance;
 mod effect;
+mod equivocation;
 mod limits;
 mod store;

@@ -274,6 +274,7 @@ mod tests {
                 cost: 1,
                 expected_active: vec!["b".into()],
                 config_digest: graph.digest().to_owned(),
+                memory: None,
             },
         )
         .expect("hard swap")

@@ -208,6 +208,7 @@ mod tests {
             cost: 2,
             expected_active: vec!["b".into(), "c".into()],
             config_digest: "d".repeat(64),
+            memory: None,
         }
     }
 
@@ -219,6 +220,7 @@ mod tests {
                     AnimatorView {
                         phases: BTreeMap::from([(format!("{n}:chat:m"), *p)]),
                         admission_open: false,
+                        live_leases: 0,
                     },
                 )
             })

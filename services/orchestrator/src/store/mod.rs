@@ -1,12 +1,20 @@
 //! SQL on schema `orchestrator` only: transitions that entered the rite and the durable
-//! containment records. Every statement is one READ COMMITTED statement; the database clock
-//! stamps every row.
+//! containment records; `lease`: the host lease and its fence; `resources`: requests and the
+//! feed. Every write is fenced: its transaction first holds the host lease at the writer's
+//! generation ([`lease::fenced`]) and fails [`lease::not_held`] when another process took the
+//! host over. READ COMMITTED; the database clock stamps every row.
+
+pub mod lease;
+pub mod memory;
+pub mod resources;
 
 use sqlx::{PgPool, Row};
 use time::OffsetDateTime;
 
-use crate::domain::intent::TransitionIntent;
+use crate::domain::intent::{Operation, TransitionIntent};
+use crate::domain::phase::TransitionPhase;
 use crate::domain::plan::Plan;
+pub use lease::Fence;
 
 /// A transition row as recorded before admission closes.
 pub struct NewTransition<'a> {
@@ -17,11 +25,17 @@ pub struct NewTransition<'a> {
 }
 
 /// Record a transition entering the rite (phase `draining`), before admission is closed.
-pub async fn insert(pool: &PgPool, t: &NewTransition<'_>) -> Result<(), sqlx::Error> {
+pub async fn insert(
+    pool: &PgPool,
+    fence: &Fence,
+    t: &NewTransition<'_>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     sqlx::query(
         "INSERT INTO orchestrator.transitions (id, capability_key, priority, requested_by, action, \
-         phase, config_digest, target_animator, evict, launch, expected_active, affected) \
-         VALUES ($1, $2, $3, $4, $5, 'draining', $6, $7, $8, $9, $10, $11)",
+         phase, config_digest, target_animator, evict, launch, expected_active, affected, \
+         generation) \
+         VALUES ($1, $2, $3, $4, $5, $12, $6, $7, $8, $9, $10, $11, $13)",
     )
     .bind(t.id)
     .bind(&t.plan.capability_key)
@@ -34,74 +48,65 @@ pub async fn insert(pool: &PgPool, t: &NewTransition<'_>) -> Result<(), sqlx::Er
     .bind(&t.plan.launch)
     .bind(&t.plan.expected_active)
     .bind(t.plan.affected())
-    .execute(pool)
+    .bind(TransitionPhase::Draining.as_str())
+    .bind(fence.generation)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    tx.commit().await
 }
 
-pub async fn set_closure(pool: &PgPool, id: &str, token: &str) -> Result<(), sqlx::Error> {
+pub async fn set_closure(
+    pool: &PgPool,
+    fence: &Fence,
+    id: &str,
+    token: &str,
+) -> Result<(), sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     sqlx::query(
         "UPDATE orchestrator.transitions SET closure_token = $2, updated_at = now() WHERE id = $1",
     )
     .bind(id)
     .bind(token)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    tx.commit().await
 }
 
-/// Move a transition to `phase` (with a detail code).
-pub async fn set_phase(
-    pool: &PgPool,
-    id: &str,
-    phase: &str,
-    detail: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE orchestrator.transitions SET phase = $2, detail = $3, updated_at = now() WHERE id = $1",
-    )
-    .bind(id)
-    .bind(phase)
-    .bind(detail)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-/// Record the transition contained (phase `contained_uncertain`) and its containment, in one
-/// statement.
-pub async fn contain(pool: &PgPool, id: &str, cause: &str) -> Result<(), sqlx::Error> {
-    contain_as(pool, id, "contained_uncertain", cause).await
-}
-
-/// [`contain`] ending in `phase` (`contained_uncertain` or `failed`).
+/// Record the transition contained, ending in `phase` (`contained_uncertain` or `failed`),
+/// and its containment, in one statement (fenced).
 pub async fn contain_as(
     pool: &PgPool,
+    fence: &Fence,
     id: &str,
-    phase: &str,
+    phase: TransitionPhase,
     cause: &str,
 ) -> Result<(), sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     sqlx::query(
         "WITH t AS (UPDATE orchestrator.transitions SET phase = $3, detail = $2, \
-         updated_at = now() WHERE id = $1 RETURNING id) \
-         INSERT INTO orchestrator.containments (transition_id, cause) SELECT id, $2 FROM t \
+         updated_at = now(), generation = $4 WHERE id = $1 RETURNING id) \
+         INSERT INTO orchestrator.containments (transition_id, cause, generation) \
+         SELECT id, $2, $4 FROM t \
          ON CONFLICT (transition_id) DO NOTHING",
     )
     .bind(id)
     .bind(cause)
-    .bind(phase)
-    .execute(pool)
+    .bind(phase.as_str())
+    .bind(fence.generation)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    tx.commit().await
 }
 
 /// Arm the runtime guard of a soft activation (before it is invoked).
 pub async fn arm_guard(
     pool: &PgPool,
+    fence: &Fence,
     id: &str,
     target_animator: &str,
     capability_key: &str,
 ) -> Result<(), sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     sqlx::query(
         "INSERT INTO orchestrator.runtime_guards (transition_id, target_animator, capability_key) \
          VALUES ($1, $2, $3)",
@@ -109,60 +114,77 @@ pub async fn arm_guard(
     .bind(id)
     .bind(target_animator)
     .bind(capability_key)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    tx.commit().await
 }
 
 /// Clear an armed guard after its target was observed WARM (`WARM_OBSERVED`) or the actuator
 /// refused before the call began (`NOT_INVOKED`); true when this call cleared it.
-pub async fn clear_guard(pool: &PgPool, id: &str, by: &str) -> Result<bool, sqlx::Error> {
+pub async fn clear_guard(
+    pool: &PgPool,
+    fence: &Fence,
+    id: &str,
+    by: &str,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     let r = sqlx::query(
         "UPDATE orchestrator.runtime_guards SET cleared_at = now(), cleared_by = $2 \
          WHERE transition_id = $1 AND cleared_at IS NULL",
     )
     .bind(id)
     .bind(by)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(r.rows_affected() == 1)
 }
 
-/// At start: every transition whose runtime guard is still armed is contained (cause
-/// `RUNTIME_GUARD_ARMED`, whatever phase it recorded) — an interrupted or uncertain soft
-/// activation fences the fresh process. Returns how many were contained.
-pub async fn contain_guarded(pool: &PgPool) -> Result<u64, sqlx::Error> {
+/// On taking the lease: every transition whose runtime guard is still armed is contained
+/// (cause `RUNTIME_GUARD_ARMED`, whatever phase it recorded) — an interrupted or uncertain
+/// soft activation fences the new holder. Returns how many were contained.
+pub async fn contain_guarded(pool: &PgPool, fence: &Fence) -> Result<u64, sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     let r = sqlx::query(
-        "WITH t AS (UPDATE orchestrator.transitions t SET phase = 'contained_uncertain', \
-         detail = 'RUNTIME_GUARD_ARMED', updated_at = now() \
+        "WITH t AS (UPDATE orchestrator.transitions t SET phase = $1, \
+         detail = 'RUNTIME_GUARD_ARMED', updated_at = now(), generation = $2 \
          FROM orchestrator.runtime_guards g \
          WHERE g.transition_id = t.id AND g.cleared_at IS NULL \
          AND NOT EXISTS (SELECT 1 FROM orchestrator.containments c \
                          WHERE c.transition_id = t.id AND c.recovered_at IS NULL) \
          RETURNING t.id) \
-         INSERT INTO orchestrator.containments (transition_id, cause) \
-         SELECT id, 'RUNTIME_GUARD_ARMED' FROM t \
+         INSERT INTO orchestrator.containments (transition_id, cause, generation) \
+         SELECT id, 'RUNTIME_GUARD_ARMED', $2 FROM t \
          ON CONFLICT (transition_id) DO UPDATE SET cause = EXCLUDED.cause, recorded_at = now(), \
-         recovered_at = NULL, recovered_by = NULL",
+         recovered_at = NULL, recovered_by = NULL, generation = EXCLUDED.generation",
     )
-    .execute(pool)
+    .bind(TransitionPhase::ContainedUncertain.as_str())
+    .bind(fence.generation)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(r.rows_affected())
 }
 
-/// At start: every transition left in a non-final phase by a process that is gone (killed,
-/// crashed) is contained — admission stays closed and nothing reopens without proof.
-/// Returns how many were contained.
-pub async fn contain_interrupted(pool: &PgPool) -> Result<u64, sqlx::Error> {
+/// On taking the lease: every transition left in a non-final phase by a process that is gone
+/// (killed, crashed, or one whose lease lapsed) is contained — admission stays closed and
+/// nothing reopens without proof. Returns how many were contained.
+pub async fn contain_interrupted(pool: &PgPool, fence: &Fence) -> Result<u64, sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     let r = sqlx::query(
-        "WITH t AS (UPDATE orchestrator.transitions SET phase = 'contained_uncertain', \
-         detail = 'INTERRUPTED', updated_at = now() \
-         WHERE phase IN ('draining', 'actuating', 'verifying', 'compensating') RETURNING id) \
-         INSERT INTO orchestrator.containments (transition_id, cause) SELECT id, 'INTERRUPTED' FROM t \
+        "WITH t AS (UPDATE orchestrator.transitions SET phase = $1, \
+         detail = 'INTERRUPTED', updated_at = now(), generation = $3 \
+         WHERE phase = ANY($2) RETURNING id) \
+         INSERT INTO orchestrator.containments (transition_id, cause, generation) \
+         SELECT id, 'INTERRUPTED', $3 FROM t \
          ON CONFLICT (transition_id) DO NOTHING",
     )
-    .execute(pool)
+    .bind(TransitionPhase::ContainedUncertain.as_str())
+    .bind(TransitionPhase::open())
+    .bind(fence.generation)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(r.rows_affected())
 }
 
@@ -200,7 +222,7 @@ impl ContainmentRow {
     pub fn forward(&self) -> TransitionIntent {
         TransitionIntent {
             id: self.transition_id.clone(),
-            operation: crate::domain::intent::Operation::Forward,
+            operation: Operation::Forward,
             config_digest: self.config_digest.clone(),
             target_animator: self.target_animator.clone(),
             capability_key: self.capability_key.clone(),
@@ -264,7 +286,8 @@ pub async fn containment_by_id(
 
 /// Mark a containment recovered (only if it still fences) and clear its transition's armed
 /// runtime guard, in one statement; true when this call did it.
-pub async fn recover(pool: &PgPool, id: i64, by: &str) -> Result<bool, sqlx::Error> {
+pub async fn recover(pool: &PgPool, fence: &Fence, id: i64, by: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = lease::fenced(pool, fence).await?;
     let r = sqlx::query(
         "WITH c AS (UPDATE orchestrator.containments SET recovered_at = now(), recovered_by = $2 \
          WHERE id = $1 AND recovered_at IS NULL RETURNING transition_id), \
@@ -274,7 +297,47 @@ pub async fn recover(pool: &PgPool, id: i64, by: &str) -> Result<bool, sqlx::Err
     )
     .bind(id)
     .bind(by)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(r.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use crate::domain::phase::TransitionPhase;
+
+    /// The phases the database accepts: the quoted values of the last `CHECK (phase IN (…))`
+    /// on `orchestrator.transitions` across the migrations, applied in order.
+    fn accepted_by_the_migrations() -> BTreeSet<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("migrations")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+            .collect();
+        files.sort();
+        let sql: String = files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).expect("read"))
+            .collect();
+        let at = sql.rfind("CHECK (phase IN (").expect("a phase check");
+        let list = &sql[at + "CHECK (phase IN (".len()..];
+        let list = &list[..list.find(')').expect("its end")];
+        list.split(',')
+            .map(|v| v.trim().trim_matches('\'').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_database_accepts_exactly_the_recorded_phases() {
+        let ours: BTreeSet<String> = TransitionPhase::ALL
+            .into_iter()
+            .filter(|p| p.is_recorded())
+            .map(|p| p.as_str().to_owned())
+            .collect();
+        assert_eq!(accepted_by_the_migrations(), ours);
+    }
 }

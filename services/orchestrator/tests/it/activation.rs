@@ -154,6 +154,8 @@ async fn killing_the_orchestrator_mid_activation_leaves_an_armed_guard_that_fenc
     let pending = tokio::spawn(async move {
         c.clone()
             .request_transition(pb::RequestTransitionRequest {
+                request_id: crate::common::rid(),
+                wait_ms: crate::common::WAIT,
                 capability_key: "a:chat:m".into(),
                 priority: 0,
                 admission_timeout_s: None,
@@ -205,6 +207,8 @@ async fn cancelling_after_the_activation_was_invoked_contains_with_the_guard_arm
     let pending = tokio::spawn(async move {
         c.clone()
             .request_transition(pb::RequestTransitionRequest {
+                request_id: crate::common::rid(),
+                wait_ms: crate::common::WAIT,
                 capability_key: "a:chat:m".into(),
                 priority: 0,
                 admission_timeout_s: None,
@@ -218,7 +222,10 @@ async fn cancelling_after_the_activation_was_invoked_contains_with_the_guard_arm
     let o = s
         .client
         .clone()
-        .cancel_transition(pb::CancelTransitionRequest { transition_id: id })
+        .cancel_transition(pb::CancelTransitionRequest {
+            transition_id: id,
+            wait_ms: crate::common::WAIT,
+        })
         .await
         .expect("answered")
         .into_inner()

@@ -66,6 +66,7 @@ fn slow_start(ms: u64) -> UnitFaults {
 async fn cancel(c: &Client, id: &str) -> Result<pb::TransitionOutcome, tonic::Status> {
     c.clone()
         .cancel_transition(pb::CancelTransitionRequest {
+            wait_ms: crate::common::WAIT,
             transition_id: id.into(),
         })
         .await
@@ -82,6 +83,8 @@ fn request(
     tokio::spawn(async move {
         c.clone()
             .request_transition(pb::RequestTransitionRequest {
+                request_id: crate::common::rid(),
+                wait_ms: crate::common::WAIT,
                 capability_key: key.into(),
                 priority,
                 admission_timeout_s: None,

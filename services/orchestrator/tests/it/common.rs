@@ -12,9 +12,9 @@ use lychd_proto::orchestrator::v1 as pb;
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
+pub use lychd_testkit::refusal::reason;
 use lychd_testkit::simllama::SimHostProcess;
 use lychd_testkit::{Sandbox, channel_with};
-use tonic_types::StatusExt;
 
 pub type Client = OrchestratorClient<PeerChannel>;
 
@@ -37,11 +37,20 @@ pub struct Stack {
     pub host: SimHostProcess,
 }
 
+/// The wait every test asks for (the office's default maximum under the 30 s request timeout):
+/// these tests read the outcome from the answer, as before transitions were resources.
+pub const WAIT: Option<u32> = Some(20_000);
+
+/// A fresh request id.
+pub fn rid() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 /// The model every test animator serves: `<animator>:chat:m`.
 pub const MODEL: &str = "m";
 
 /// Budgets short enough for tests.
-pub const KNOBS: &str = "planning_timeout_ms = 3000\ndrain_timeout_ms = 3000\nwarmup_timeout_ms = 1500\npoll_interval_ms = 50\nstream_recheck_interval_ms = 500\n";
+pub const KNOBS: &str = "planning_timeout_ms = 3000\ndrain_timeout_ms = 3000\nwarmup_timeout_ms = 1500\npoll_interval_ms = 50\nstream_recheck_interval_ms = 500\nhost_lease_ttl_ms = 2000\n";
 
 pub async fn stack(decls: &[Decl]) -> Stack {
     stack_with(decls, "").await
@@ -64,6 +73,16 @@ pub async fn stack_actuated(
     decls: &[Decl],
     knobs: &str,
     actuator: impl FnOnce(&SimHostProcess, &str) -> String,
+) -> Stack {
+    stack_routed(decls, knobs, actuator, None).await
+}
+
+/// [`stack_actuated`], the Orchestrator's database reached through `proxy` if given.
+pub async fn stack_routed(
+    decls: &[Decl],
+    knobs: &str,
+    actuator: impl FnOnce(&SimHostProcess, &str) -> String,
+    proxy: Option<&lychd_testkit::FaultProxy>,
 ) -> Stack {
     let units: Vec<(&str, &[&str])> = decls.iter().map(|d| (d.name, &[MODEL][..])).collect();
     let running: Vec<&str> = decls.iter().filter(|d| d.serving).map(|d| d.name).collect();
@@ -98,14 +117,16 @@ pub async fn stack_actuated(
         "[office]\n{knobs}{defaults}\n{}\n{registry}",
         actuator(&host, &registry)
     );
-    let sandbox = Sandbox::builder()
+    let mut builder = Sandbox::builder()
         .office(Office::Dispatcher)
         .office(Office::Orchestrator)
         .peer(Office::Orchestrator, Office::Dispatcher)
         .config_text(Office::Dispatcher, format!("[office]\n{registry}"))
-        .config_text(Office::Orchestrator, orchestrator)
-        .start()
-        .await;
+        .config_text(Office::Orchestrator, orchestrator);
+    if let Some(proxy) = proxy {
+        builder = builder.route_database(Office::Orchestrator, proxy);
+    }
+    let sandbox = builder.start().await;
     let mut admin = sandbox.admin();
     let orchestrator = admin
         .ensure_office_principal("orchestrator")
@@ -125,6 +146,7 @@ pub async fn stack_actuated(
         ("orchestrator:read", "topology:*", "orchestrator"),
         ("orchestrator:read", "capability:*", "orchestrator"),
         ("orchestrator:read", "transition:*", "orchestrator"),
+        ("orchestrator:read_all", "transition:*", "orchestrator"),
         ("orchestrator:read", "containment:*", "orchestrator"),
         ("orchestrator:transition", "capability:*", "orchestrator"),
         ("orchestrator:recover", "containment:*", "orchestrator"),
@@ -200,6 +222,8 @@ impl Stack {
         self.client
             .clone()
             .request_transition(pb::RequestTransitionRequest {
+                request_id: rid(),
+                wait_ms: WAIT,
                 capability_key: key.into(),
                 priority,
                 admission_timeout_s,
@@ -239,18 +263,11 @@ impl Stack {
     pub async fn watch(&self) -> tonic::Streaming<pb::TransitionEvent> {
         self.client
             .clone()
-            .watch_transitions(pb::WatchTransitionsRequest {})
+            .watch_transitions(pb::WatchTransitionsRequest::default())
             .await
             .expect("watch")
             .into_inner()
     }
-}
-
-/// The stable reason of a refusal.
-pub fn reason(s: &tonic::Status) -> String {
-    s.get_details_error_info()
-        .map(|i| i.reason)
-        .unwrap_or_default()
 }
 
 /// The next event within 10 s.

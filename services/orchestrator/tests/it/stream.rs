@@ -48,14 +48,14 @@ async fn streams_beyond_the_limit_are_refused_and_a_revoked_watcher_is_cut_off()
         &session.token,
     ));
     let mut stream = watcher
-        .watch_transitions(pb::WatchTransitionsRequest {})
+        .watch_transitions(pb::WatchTransitionsRequest::default())
         .await
         .expect("first stream")
         .into_inner();
     let e = s
         .client
         .clone()
-        .watch_transitions(pb::WatchTransitionsRequest {})
+        .watch_transitions(pb::WatchTransitionsRequest::default())
         .await
         .expect_err("beyond the limit");
     assert_eq!(
@@ -77,7 +77,7 @@ async fn streams_beyond_the_limit_are_refused_and_a_revoked_watcher_is_cut_off()
     tokio::time::sleep(Duration::from_millis(100)).await;
     s.client
         .clone()
-        .watch_transitions(pb::WatchTransitionsRequest {})
+        .watch_transitions(pb::WatchTransitionsRequest::default())
         .await
         .expect("a place again");
 }
@@ -119,4 +119,68 @@ async fn a_soft_swap_that_never_warms_declines_with_no_effect() {
     // Observation-only convergence arms no runtime guard: nothing is contained.
     assert!(s.containments().await.is_empty());
     assert_eq!(s.host.activations("a").await, 0);
+}
+
+/// One principal opening `WatchTransitions` streams fills its share (`stream_share`) and is
+/// refused beyond it, `RESOURCE_EXHAUSTED STREAM_SHARE_REACHED`, while the operator still opens
+/// one: no principal can hold every place of the office.
+#[tokio::test]
+async fn one_watcher_fills_only_its_share_and_the_operator_still_watches() {
+    let s = stack_with(&three(true), "stream_limit = 4\nstream_share = 2\n").await;
+    let mut admin = s.sandbox.admin();
+    let id = admin
+        .ensure_principal(wpb::PrincipalKind::Service, "hog")
+        .await
+        .expect("enroll");
+    admin
+        .ensure_assignment(
+            &id,
+            "orchestrator:read",
+            "transition:*",
+            "orchestrator",
+            "read",
+        )
+        .await
+        .expect("assign");
+    let credential = admin.issue_standing(&id).await.expect("credential");
+    let ward = s.sandbox.office(Office::Ward).endpoint();
+    let session = lychd_auth::admin::exchange(
+        lychd_runtime::client::channel(&ward).expect("channel"),
+        &credential,
+        0,
+        &["orchestrator"],
+    )
+    .await
+    .expect("session");
+    let hog = OrchestratorClient::new(channel_with(
+        &s.sandbox.office(Office::Orchestrator).endpoint(),
+        &session.token,
+    ));
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(
+            hog.clone()
+                .watch_transitions(pb::WatchTransitionsRequest::default())
+                .await
+                .expect("within its share"),
+        );
+    }
+    let e = hog
+        .clone()
+        .watch_transitions(pb::WatchTransitionsRequest::default())
+        .await
+        .expect_err("beyond its share");
+    assert_eq!(
+        (e.code(), reason(&e).as_str()),
+        (Code::ResourceExhausted, "STREAM_SHARE_REACHED")
+    );
+    let mut mine = s.watch().await;
+    s.transition("a:chat:m", 50, None).await.expect("hard swap");
+    let first = tokio::time::timeout(Duration::from_secs(10), mine.message())
+        .await
+        .expect("an event")
+        .expect("ok")
+        .expect("open");
+    assert_eq!(first.capability_key, "a:chat:m");
+    drop((held, mine));
 }

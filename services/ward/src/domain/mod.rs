@@ -1,4 +1,5 @@
-//! Ward's rules, pure: grammar, kinds, secrets, lifetimes, decisions, consent and paging.
+//! Ward's rules, pure: kinds, secrets, lifetimes, decisions, consent, preauthorization,
+//! proposals, promotion and paging (`grammar` re-exports `lychd_auth::grammar`).
 //!
 //! Invariant: no sqlx, no tonic, no clock, no I/O (secret generation reads the operating
 //! system's random source, nothing else). Everything here is unit-tested exhaustively.
@@ -8,6 +9,7 @@ pub mod decision;
 pub mod grammar;
 pub mod kinds;
 pub mod lifetime;
+pub mod owner_records;
 pub mod paging;
 pub mod preauth;
 pub mod promotion;

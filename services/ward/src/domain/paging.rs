@@ -1,22 +1,19 @@
-//! Keyset pagination. A page token is an opaque rendering of the last key a page returned,
-//! bound to the list it came from; a token that does not decode to a key of that list is bad
-//! input.
+//! Ward's paged lists, each with its own token namespace; the paging itself (sizes, tokens
+//! accepted only as issued) is [`lychd_runtime::paging`]'s, as in every office.
 
+use lychd_runtime::paging::{PageSize, Seq, Tokens};
 use uuid::Uuid;
 
-/// Items per page when the request says 0.
-pub const DEFAULT_PAGE_SIZE: u32 = 100;
-/// The cap on a requested page size.
+pub use lychd_runtime::paging::DEFAULT_PAGE_SIZE;
+/// The cap on a requested page size (a larger one is lowered to it).
 pub const MAX_PAGE_SIZE: u32 = 1_000;
 
-const BAD_TOKEN: &str = "is not a page token of this list";
+const SIZES: PageSize = PageSize::lowered(MAX_PAGE_SIZE);
+const BAD_TOKEN: &str = lychd_runtime::paging::BadToken::DESCRIPTION;
 
 /// The page size to use for `requested` (0: default; capped).
 pub fn page_size(requested: u32) -> u32 {
-    match requested {
-        0 => DEFAULT_PAGE_SIZE,
-        n => n.min(MAX_PAGE_SIZE),
-    }
+    SIZES.of(requested).unwrap_or(MAX_PAGE_SIZE)
 }
 
 /// The lists that page, each with its own token namespace.
@@ -37,62 +34,40 @@ pub enum List {
 }
 
 impl List {
-    const fn tag(self) -> &'static str {
-        match self {
+    const fn tokens(self) -> Tokens {
+        Tokens::Tagged(match self {
             List::Principals => "p1",
             List::Assignments => "a1",
             List::Audit => "u1",
             List::Consents => "c1",
             List::Proposals => "r1",
             List::ProposalRecords => "h1",
-        }
-    }
-}
-
-fn encode(list: List, key: &str) -> String {
-    hex::encode(format!("{}|{key}", list.tag()))
-}
-
-fn decode(list: List, token: &str) -> Result<Option<String>, &'static str> {
-    if token.is_empty() {
-        return Ok(None);
-    }
-    let bytes = hex::decode(token).map_err(|_| BAD_TOKEN)?;
-    let text = String::from_utf8(bytes).map_err(|_| BAD_TOKEN)?;
-    match text.split_once('|') {
-        Some((tag, key)) if tag == list.tag() => Ok(Some(key.to_owned())),
-        _ => Err(BAD_TOKEN),
+        })
     }
 }
 
 /// Token after the item with `id` (lists keyed by UUID).
 pub fn uuid_token(list: List, id: Uuid) -> String {
-    encode(list, &id.hyphenated().to_string())
+    list.tokens().token(&id)
 }
 
 /// The last UUID key of the previous page, `None` for the first page.
 pub fn uuid_after(list: List, token: &str) -> Result<Option<Uuid>, &'static str> {
-    match decode(list, token)? {
-        None => Ok(None),
-        Some(key) => Uuid::try_parse(&key).map(Some).map_err(|_| BAD_TOKEN),
-    }
+    list.tokens().after(token).map_err(|_| BAD_TOKEN)
 }
 
 /// Token after the item with `seq` (lists keyed by sequence number: the audit, consents,
 /// proposals and their records; [`seq_before`] decodes it whichever way the list runs).
 pub fn seq_token(list: List, seq: i64) -> String {
-    encode(list, &seq.to_string())
+    list.tokens().token(&Seq(seq))
 }
 
 /// The last sequence number of the previous page, `None` for the first page.
 pub fn seq_before(list: List, token: &str) -> Result<Option<i64>, &'static str> {
-    match decode(list, token)? {
-        None => Ok(None),
-        Some(key) => match key.parse::<i64>() {
-            Ok(seq) if seq > 0 && key == seq.to_string() => Ok(Some(seq)),
-            _ => Err(BAD_TOKEN),
-        },
-    }
+    list.tokens()
+        .after::<Seq>(token)
+        .map(|seq| seq.map(|Seq(n)| n))
+        .map_err(|_| BAD_TOKEN)
 }
 
 #[cfg(test)]

@@ -1,180 +1,109 @@
-//! Decoding promotion requests (every bad field named, no value echoed) and encoding promotions.
+//! Promotion handlers: `ProposePromotion`, `ProposeOwnerRecords` and `GetPromotion` (a
+//! promotion's verdict is `Decide`, in `consent`).
+//!
+//! Invariant: decode → authorize (`ward:propose` on `effect:helmloop`, asked again under the
+//! first answer's policy generation immediately before the write) → `service::promotion` →
+//! encode.
+
+use std::sync::Arc;
 
 use lychd_proto::ward::v1 as pb;
-use lychd_runtime::refusal::Violations;
+use lychd_runtime::auth::Principal;
+use lychd_runtime::server::ServeContext;
+use tonic::{Request, Response, Status};
 
-use super::convert::{self, Decoded};
-use crate::domain::consent;
-use crate::domain::promotion::{
-    self, EVIDENCE_MAX, Ref, Request, SCOPE_ELEMENT_MAX, SCOPE_MAX, is_digest, is_identifier,
-};
-use crate::store::promotions::{OutboxRecord, PromotionRecord};
+use super::ask::principal_uuid;
+use super::convert::{self, consent as codec, promotion as promo};
+use crate::actions;
+use crate::domain::promotion::EFFECT_OWNER;
+use crate::service::consent::{CONSENTS, effect_object};
+use crate::service::promotion::{ConsentRecord, Issuance, PromotionRecord, Promotions};
 
-const IDENTIFIER: &str = "must be a HelmLoop identifier: [A-Za-z0-9][A-Za-z0-9._:-]{0,127}";
-const DIGEST: &str = "must be sha256: and 64 lowercase hex digits";
-
-fn reference(v: &mut Violations, field: &str, r: Option<&pb::HelmLoopRef>) -> Option<Ref> {
-    let Some(r) = r else {
-        return v.require(field, Err("is required"));
-    };
-    let id = v.require(
-        &format!("{field}.id"),
-        if is_identifier(&r.id) {
-            Ok(r.id.clone())
-        } else {
-            Err(IDENTIFIER)
-        },
-    );
-    let digest = v.require(
-        &format!("{field}.digest"),
-        if is_digest(&r.digest) {
-            Ok(r.digest.clone())
-        } else {
-            Err(DIGEST)
-        },
-    );
-    Some(Ref {
-        id: id?,
-        digest: digest?,
-    })
+pub struct Handlers {
+    pub ctx: ServeContext,
+    pub promotions: Arc<Promotions>,
 }
 
-fn scope_element(s: &str) -> Result<String, &'static str> {
-    if s.is_empty() || s.len() > SCOPE_ELEMENT_MAX {
-        Err("must be 1..256 bytes")
-    } else if s.contains('*') {
-        Err("must not be a wildcard (`*`)")
-    } else if s.chars().any(char::is_control) {
-        Err("must not hold control characters")
-    } else if !lychd_helmloop::is_nfc(s) {
-        Err("must be in Unicode NFC")
-    } else {
-        Ok(s.to_owned())
+impl Handlers {
+    /// The caller must hold `ward:propose` on `effect:helmloop`: its first resolution.
+    async fn proposer<T>(&self, request: &Request<T>) -> Result<Principal, Status> {
+        self.ctx
+            .authorize(request, actions::PROPOSE, &effect_object(EFFECT_OWNER))
+            .await
     }
-}
 
-/// A proposal of a promotion, checked whole.
-pub fn request(r: &pb::ProposePromotionRequest) -> Decoded<Request> {
-    let mut v = Violations::new();
-    let run_id = v.require(
-        "run_id",
-        if consent::is_ident(&r.run_id) {
-            Ok(r.run_id.clone())
-        } else {
-            Err("must be 1..128 characters of [A-Za-z0-9._:-]")
-        },
-    );
-    let contract = reference(&mut v, "contract", r.contract.as_ref());
-    let target = reference(&mut v, "target_revision", r.target_revision.as_ref());
-    let assurance = reference(&mut v, "assurance", r.assurance.as_ref());
-    let evidence = if r.evidence.is_empty() || r.evidence.len() > EVIDENCE_MAX {
-        v.require("evidence", Err("must hold 1..64 references"))
-    } else {
-        let refs: Vec<Option<Ref>> = r
-            .evidence
-            .iter()
-            .enumerate()
-            .map(|(i, e)| reference(&mut v, &format!("evidence[{i}]"), Some(e)))
-            .collect();
-        let refs: Option<Vec<Ref>> = refs.into_iter().collect();
-        refs.and_then(|refs| {
-            let mut ids: Vec<&str> = refs.iter().map(|e| e.id.as_str()).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            if ids.len() == refs.len() {
-                Some(refs)
-            } else {
-                v.require("evidence", Err("must name distinct records"))
-            }
-        })
-    };
-    let grantee = v.require(
-        "grantee_id",
-        if is_identifier(&r.grantee_id) {
-            Ok(r.grantee_id.clone())
-        } else {
-            Err(IDENTIFIER)
-        },
-    );
-    let scope = if r.scope.is_empty() || r.scope.len() > SCOPE_MAX {
-        v.require("scope", Err("must hold 1..32 elements"))
-    } else {
-        let elements: Vec<Option<String>> = r
-            .scope
-            .iter()
-            .enumerate()
-            .map(|(i, s)| v.require(&format!("scope[{i}]"), scope_element(s)))
-            .collect();
-        let elements: Option<Vec<String>> = elements.into_iter().collect();
-        elements.and_then(|elements| {
-            let n = elements.len();
-            let set = promotion::scope_set(elements);
-            if set.len() == n {
-                Some(set)
-            } else {
-                v.require("scope", Err("must hold distinct elements"))
-            }
-        })
-    };
-    let not_after = match &r.not_after {
-        None => v.require("not_after", Err("is required")),
-        Some(t) => v.require(
-            "not_after",
-            if t.seconds > 0 && t.nanos % 1_000_000 == 0 && (0..1_000_000_000).contains(&t.nanos) {
-                t.seconds
-                    .checked_mul(1000)
-                    .and_then(|ms| ms.checked_add(i64::from(t.nanos / 1_000_000)))
-                    .filter(|ms| promotion::timestamp(*ms).is_some())
-                    .ok_or("must be an instant of years 1970..9999")
-            } else {
-                Err("must be a positive instant in whole milliseconds")
-            },
-        ),
-    };
-    match (
-        run_id, contract, target, assurance, evidence, grantee, scope, not_after,
-    ) {
-        (
-            Some(run_id),
-            Some(contract),
-            Some(target),
-            Some(assurance),
-            Some(evidence),
-            Some(grantee),
-            Some(scope),
-            Some(not_after_ms),
-        ) if v.is_empty() => Ok(Request {
-            run_id,
-            contract,
-            target,
-            assurance,
-            evidence,
-            grantee,
-            scope,
-            not_after_ms,
-        }),
-        _ => Err(v.into()),
+    /// Record `issuance`, asked again, under `first`'s policy generation, immediately before
+    /// the write.
+    async fn propose<T>(
+        &self,
+        request: &Request<T>,
+        first: &Principal,
+        issuance: &Issuance,
+    ) -> Result<(ConsentRecord, PromotionRecord, bool), Status> {
+        let principal = self
+            .ctx
+            .authorizer
+            .authorize_for(
+                request,
+                actions::PROPOSE,
+                &effect_object(EFFECT_OWNER),
+                actions::PROPOSE.verb(),
+                Some(first.policy_generation),
+            )
+            .await?;
+        Ok(self
+            .promotions
+            .propose(issuance, principal_uuid(&principal)?)
+            .await?)
     }
-}
 
-fn issued(r: &OutboxRecord) -> pb::IssuedRecord {
-    pb::IssuedRecord {
-        record_type: r.record_type.clone(),
-        id: r.record_id.clone(),
-        digest: r.digest.clone(),
-        body: r.body.clone().into_bytes(),
-        attempts: u32::try_from(r.attempts).unwrap_or(0),
-        delivered_at: r.delivered_at.map(convert::timestamp),
-        delivery: r.delivery.clone().unwrap_or_default(),
+    pub async fn propose_promotion(
+        &self,
+        request: Request<pb::ProposePromotionRequest>,
+    ) -> Result<Response<pb::ProposePromotionResponse>, Status> {
+        let asked = promo::request(request.get_ref())?;
+        let first = self.proposer(&request).await?;
+        let issuance = self.promotions.promotion(asked, &first.id).await?;
+        let (record, promotion, created) = self.propose(&request, &first, &issuance).await?;
+        tracing::info!(consent = %record.id, created, "promotion proposed");
+        Ok(Response::new(pb::ProposePromotionResponse {
+            consent: Some(codec::consent(&record)),
+            created,
+            promotion: Some(promo::promotion(&promotion)),
+        }))
     }
-}
 
-pub fn promotion(p: &PromotionRecord) -> pb::Promotion {
-    pb::Promotion {
-        consent_id: p.consent_id.to_string(),
-        owner_id: p.owner_id.to_string(),
-        owner_name: p.owner_name.clone(),
-        terms_json: p.terms.clone().into_bytes(),
-        records: p.records.iter().map(issued).collect(),
+    pub async fn propose_owner_records(
+        &self,
+        request: Request<pb::ProposeOwnerRecordsRequest>,
+    ) -> Result<Response<pb::ProposeOwnerRecordsResponse>, Status> {
+        let (run_id, drafts) = promo::owner_records(request.get_ref())?;
+        let first = self.proposer(&request).await?;
+        let issuance = self
+            .promotions
+            .owner_records(run_id, &drafts, &first.id)
+            .await?;
+        let (record, promotion, created) = self.propose(&request, &first, &issuance).await?;
+        tracing::info!(consent = %record.id, created, records = drafts.records.len(), "owner records proposed");
+        Ok(Response::new(pb::ProposeOwnerRecordsResponse {
+            consent: Some(codec::consent(&record)),
+            created,
+            promotion: Some(promo::promotion(&promotion)),
+        }))
+    }
+
+    pub async fn get_promotion(
+        &self,
+        request: Request<pb::GetPromotionRequest>,
+    ) -> Result<Response<pb::GetPromotionResponse>, Status> {
+        let id = convert::id("consent_id", &request.get_ref().consent_id)?;
+        self.ctx
+            .authorize(&request, actions::REVIEW, CONSENTS)
+            .await?;
+        let (promotion, record) = self.promotions.get(id).await?;
+        Ok(Response::new(pb::GetPromotionResponse {
+            consent: Some(codec::consent(&record)),
+            promotion: Some(promo::promotion(&promotion)),
+        }))
     }
 }

@@ -11,9 +11,9 @@ use uuid::Uuid;
 use super::{
     Page, audit, begin, bump_policy_generation, lock_live_principal, lock_principal, paginate,
 };
-use crate::domain::grammar::Question;
 use crate::domain::paging::{self, List};
 use crate::error::{Entity, Result, WardError};
+use lychd_auth::grammar::Question;
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AssignmentRecord {
@@ -82,8 +82,13 @@ pub async fn assign(
     .bind(expires_at)
     .fetch_optional(&mut *tx)
     .await?;
-    let assignment =
-        assignment.ok_or_else(|| WardError::invalid("expires_at", "must be in the future"))?;
+    let assignment = assignment.ok_or_else(|| {
+        super::invalid(
+            "expires_at",
+            crate::error::reasons::EXPIRES_AT_INVALID,
+            "must be in the future",
+        )
+    })?;
     let generation = bump_policy_generation(&mut tx, principal_id).await?;
     audit::record(
         &mut tx,
@@ -101,7 +106,7 @@ pub async fn assign(
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Assigned {
         assignment,
         policy_generation: generation,
@@ -147,7 +152,7 @@ pub async fn unassign(
         json!({ "assignment_id": assignment_id, "policy_generation": generation }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Unassigned {
         changed: true,
         policy_generation: generation,

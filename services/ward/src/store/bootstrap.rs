@@ -7,10 +7,10 @@ use sqlx::postgres::PgPool;
 use uuid::Uuid;
 
 use super::{audit, begin, bump_policy_generation, credentials, principals};
-use crate::domain::grammar::PrincipalName;
 use crate::domain::kinds::{CredentialKind, PrincipalKind};
 use crate::domain::lifetime;
 use crate::error::{Result, WardError};
+use lychd_auth::grammar::PrincipalName;
 
 /// The operator Ward was bootstrapped with.
 pub struct Bootstrapped {
@@ -47,7 +47,8 @@ pub const ADMINISTER: (&str, &str, &str, &str) = (
 /// MODE` (conflicts with every insert and row lock on principals, not with plain reads): of two
 /// concurrent bootstraps, the second waits, then sees the first's principal and refuses.
 pub async fn bootstrap(pool: &PgPool, name: &str) -> Result<Bootstrapped> {
-    let name = PrincipalName::parse(name).map_err(|d| WardError::invalid("name", d))?;
+    let name = PrincipalName::parse(name)
+        .map_err(|d| super::invalid("name", crate::error::reasons::PRINCIPAL_NAME_INVALID, d))?;
     let mut tx = begin(pool).await?;
     sqlx::query("LOCK TABLE ward.principals IN EXCLUSIVE MODE")
         .execute(&mut *tx)
@@ -83,7 +84,7 @@ pub async fn bootstrap(pool: &PgPool, name: &str) -> Result<Bootstrapped> {
     .await?;
     let policy_generation = bump_policy_generation(&mut tx, principal.id).await?;
     let ttl = lifetime::credential_ttl(CredentialKind::Standing, 0)
-        .map_err(|d| WardError::invalid("ttl_seconds", d))?;
+        .map_err(|d| super::invalid("ttl_seconds", crate::error::reasons::TTL_INVALID, d))?;
     let issued = credentials::insert(&mut tx, principal.id, CredentialKind::Standing, ttl).await?;
     audit::record(
         &mut tx,
@@ -101,7 +102,7 @@ pub async fn bootstrap(pool: &PgPool, name: &str) -> Result<Bootstrapped> {
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Bootstrapped {
         principal_id: principal.id,
         credential_id: issued.id,
@@ -113,7 +114,7 @@ pub async fn bootstrap(pool: &PgPool, name: &str) -> Result<Bootstrapped> {
 #[cfg(test)]
 mod tests {
     use super::ADMINISTER;
-    use crate::domain::grammar::{Action, Audience, Object, Purpose};
+    use lychd_auth::grammar::{Action, Audience, Object, Purpose};
 
     #[test]
     fn the_administration_grant_is_grammatical() {

@@ -14,10 +14,10 @@ use super::{
     PrincipalRecord, audit, begin, bump_revocation_generation, lock_live_principal, lock_principal,
 };
 use crate::domain::decision::{self, CredentialFacts, ExchangeRefusal};
-use crate::domain::grammar::Audiences;
 use crate::domain::kinds::CredentialKind;
 use crate::domain::{lifetime, secret};
 use crate::error::{Entity, Result, WardError};
+use lychd_auth::grammar::Audiences;
 
 /// The protocol of every credential Ward issues: an opaque secret checked by SHA-256 digest.
 pub const PROTOCOL: &str = "lychd-opaque-sha256-v1";
@@ -40,6 +40,8 @@ pub struct NewSession {
     pub id: Uuid,
     pub token: SecretString,
     pub expires_at: OffsetDateTime,
+    /// Seconds from the exchange to `expires_at`, by the database clock (rounded down).
+    pub lifetime_secs: u32,
     /// The audiences the session is bound to (sorted).
     pub audiences: Vec<String>,
     pub principal: PrincipalRecord,
@@ -52,8 +54,18 @@ pub(crate) async fn insert(
     kind: CredentialKind,
     ttl_secs: u32,
 ) -> Result<IssuedCredential> {
+    insert_as(conn, Uuid::new_v4(), principal_id, kind, ttl_secs).await
+}
+
+/// [`insert`] under a chosen id.
+async fn insert_as(
+    conn: &mut PgConnection,
+    id: Uuid,
+    principal_id: Uuid,
+    kind: CredentialKind,
+    ttl_secs: u32,
+) -> Result<IssuedCredential> {
     let minted = secret::mint_credential()?;
-    let id = Uuid::new_v4();
     let expires_at: OffsetDateTime = sqlx::query_scalar(
         "INSERT INTO ward.credentials (id, principal_id, digest, kind, protocol, issuer, audience, expires_at)
          SELECT $1, $2, $3, $4, $5, issuer.id, $6, now() + make_interval(secs => $7)
@@ -98,7 +110,7 @@ pub async fn issue(
         json!({ "credential_id": issued.id, "kind": kind.as_str(), "ttl_seconds": ttl_secs }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(issued)
 }
 
@@ -137,38 +149,88 @@ async fn revoke_locked(conn: &mut PgConnection, credential_id: Uuid) -> Result<O
     Ok(Some(sessions))
 }
 
+/// The id of the credential that the rotation of `credential_id` named `request_id` creates:
+/// derived from the two, so a repeated rotation recognises the credential it made.
+pub fn rotation_id(credential_id: Uuid, request_id: &str) -> Uuid {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"lychd-ward-rotation-v1\0");
+    h.update(credential_id.as_bytes());
+    h.update(request_id.as_bytes());
+    let digest = h.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
 /// Replace a credential: a new one of the same kind and lifetime, the old one and its sessions
 /// revoked. Lock order: the principal row, then the credential.
+///
+/// Under a `request_id` the new credential's id is [`rotation_id`] of the old one and the
+/// request id. Repeating the rotation after it took effect (its answer lost:
+/// `OUTCOME_UNKNOWN`) finds the old credential revoked and replaced by exactly that id; while
+/// that new credential was never exchanged and is neither revoked nor expired, the repeat
+/// rotates *it* in turn (under the same request id) and answers the result — a fresh secret,
+/// the lost one revoked with the credential it opened. Digests stay immutable and Ward keeps
+/// no secret. A chain of repeats is followed at most [`MAX_REPEATS`] links.
 pub async fn rotate(
     pool: &PgPool,
     actor: Option<Uuid>,
     credential_id: Uuid,
+    request_id: Option<&str>,
 ) -> Result<IssuedCredential> {
     let mut tx = begin(pool).await?;
     let principal_id = owner_of(&mut tx, credential_id).await?;
     lock_live_principal(&mut tx, principal_id).await?;
     // Read after the lock: sees every change committed while this transaction waited.
-    let (kind, revoked, lifetime_secs): (String, bool, f64) = sqlx::query_as(
-        "SELECT kind, revoked_at IS NOT NULL, extract(epoch FROM expires_at - created_at)::float8
-         FROM ward.credentials WHERE id = $1",
-    )
-    .bind(credential_id)
-    .fetch_one(&mut *tx)
-    .await?;
-    if revoked {
-        return Err(WardError::CredentialRevoked);
-    }
+    let mut target = credential_id;
+    let mut links = 0;
+    let (kind, lifetime_secs) = loop {
+        let (kind, revoked, exchanged, expired, lifetime_secs, replaced_by): (
+            String,
+            bool,
+            bool,
+            bool,
+            f64,
+            Option<Uuid>,
+        ) = sqlx::query_as(
+            "SELECT kind, revoked_at IS NOT NULL, exchanged_at IS NOT NULL,
+                    expires_at <= statement_timestamp(),
+                    extract(epoch FROM expires_at - created_at)::float8, replaced_by
+             FROM ward.credentials WHERE id = $1 AND principal_id = $2",
+        )
+        .bind(target)
+        .bind(principal_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if !revoked {
+            // A repeat may only rotate a successor nobody has used.
+            if links > 0 && (exchanged || expired) {
+                return Err(WardError::CredentialRevoked);
+            }
+            break (kind, lifetime_secs);
+        }
+        // Revoked: the same rotation repeated, or refused.
+        match (request_id, replaced_by) {
+            (Some(r), Some(next)) if next == rotation_id(target, r) && links < MAX_REPEATS => {
+                target = next;
+                links += 1;
+            }
+            _ => return Err(WardError::CredentialRevoked),
+        }
+    };
     let kind = CredentialKind::parse(&kind).ok_or_else(|| {
         WardError::Database(sqlx::Error::Decode(
-            format!("unknown credential kind in ward.credentials {credential_id}").into(),
+            format!("unknown credential kind in ward.credentials {target}").into(),
         ))
     })?;
     // The stored lifetime is whole seconds of at most the kind's cap.
     let ttl = (lifetime_secs.round() as u32).max(1);
-    let issued = insert(&mut tx, principal_id, kind, ttl).await?;
-    let sessions = revoke_locked(&mut tx, credential_id).await?.unwrap_or(0);
+    let new_id = request_id.map_or_else(Uuid::new_v4, |r| rotation_id(target, r));
+    let issued = insert_as(&mut tx, new_id, principal_id, kind, ttl).await?;
+    let sessions = revoke_locked(&mut tx, target).await?.unwrap_or(0);
     sqlx::query("UPDATE ward.credentials SET replaced_by = $2 WHERE id = $1")
-        .bind(credential_id)
+        .bind(target)
         .bind(issued.id)
         .execute(&mut *tx)
         .await?;
@@ -179,17 +241,21 @@ pub async fn rotate(
         actor,
         Some(principal_id),
         json!({
-            "credential_id": credential_id,
+            "credential_id": target,
             "replaced_by": issued.id,
             "kind": kind.as_str(),
             "sessions_revoked": sessions,
             "revocation_generation": generation,
+            "repeated_from": (links > 0).then_some(credential_id),
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(issued)
 }
+
+/// How many links of repeated rotations [`rotate`] follows at most.
+pub const MAX_REPEATS: usize = 16;
 
 /// Revoke a credential and its sessions. Monotonic and idempotent. Lock order: the principal
 /// row, then the credential and its sessions.
@@ -216,7 +282,7 @@ pub async fn revoke(pool: &PgPool, actor: Option<Uuid>, credential_id: Uuid) -> 
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Revoked {
         changed: true,
         revocation_generation: generation,
@@ -234,6 +300,19 @@ pub async fn exchange(
     credential: &str,
     ttl_secs: u32,
     audiences: &Audiences,
+) -> Result<NewSession> {
+    exchange_decoded(pool, credential, ttl_secs, Ok(audiences.clone())).await
+}
+
+/// [`exchange`] with the audiences as they decoded: bad ones (`Err`, the refusal to answer) are
+/// answered only once the credential is known good, so a caller whose credential
+/// authenticates nobody hears the refusal of its credential whatever else it sent. Nothing
+/// changes either way (an enrollment credential stays unused).
+pub async fn exchange_decoded(
+    pool: &PgPool,
+    credential: &str,
+    ttl_secs: u32,
+    audiences: std::result::Result<Audiences, WardError>,
 ) -> Result<NewSession> {
     let ttl_secs = lifetime::session_ttl(ttl_secs);
     // Not a credential's shape: unknown, without any database work.
@@ -290,6 +369,13 @@ pub async fn exchange(
             return refuse(tx, ExchangeRefusal::CredentialUnknown).await;
         }
     };
+    let audiences = &match audiences {
+        Ok(audiences) => audiences,
+        Err(invalid) => {
+            tx.rollback().await?;
+            return Err(invalid);
+        }
+    };
     sqlx::query(
         "UPDATE ward.credentials SET exchanged_at = statement_timestamp()
          WHERE id = $1 AND exchanged_at IS NULL",
@@ -299,10 +385,11 @@ pub async fn exchange(
     .await?;
     let minted = secret::mint_session()?;
     let session_id = Uuid::new_v4();
-    let session_expires_at: OffsetDateTime = sqlx::query_scalar(
+    let (session_expires_at, lifetime_secs): (OffsetDateTime, i64) = sqlx::query_as(
         "INSERT INTO ward.sessions (id, digest, principal_id, credential_id, expires_at, audiences)
          VALUES ($1, $2, $3, $4, least(statement_timestamp() + make_interval(secs => $5), $6), $7)
-         RETURNING expires_at",
+         RETURNING expires_at,
+             floor(extract(epoch FROM expires_at - statement_timestamp()))::bigint",
     )
     .bind(session_id)
     .bind(&minted.digest[..])
@@ -328,11 +415,12 @@ pub async fn exchange(
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(NewSession {
         id: session_id,
         token: minted.secret,
         expires_at: session_expires_at,
+        lifetime_secs: u32::try_from(lifetime_secs.max(0)).unwrap_or(u32::MAX),
         audiences: audiences.as_slice().to_vec(),
         principal,
     })

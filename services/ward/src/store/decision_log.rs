@@ -17,11 +17,17 @@
 //!   audit flushes first, so a listing shows every decision answered before it was asked).
 //! - At shutdown, once serving has drained and the office's services are dropped, the writer
 //!   writes what remains and ends (the runtime awaits it within the grace period).
+//! - Bounded in time: once the oldest record of the batch waiting for the database is older
+//!   than the configured bound (the database reads but cannot write), new decisions are
+//!   refused too (ADR 0004).
 //! - What can be lost: records still queued when the process is killed — some tens of
-//!   milliseconds of decisions, the order of what a crash of PostgreSQL could already cost with
-//!   asynchronous commit.
+//!   milliseconds of decisions, at most the age bound's worth while the database cannot write
+//!   (ADR 0004 states it exactly). Each record carries an id given when it was queued and is
+//!   written with `ON CONFLICT DO NOTHING`: a batch retried after an ambiguous commit is
+//!   written once.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::PgPool;
@@ -47,7 +53,8 @@ pub struct Entry {
 }
 
 enum Message {
-    Entry(Entry),
+    /// A record, when it was queued, and its id (written once whatever the retries).
+    Entry(Entry, Instant, Uuid),
     Flush(oneshot::Sender<()>),
 }
 
@@ -56,7 +63,14 @@ enum Message {
 #[derive(Clone)]
 pub struct DecisionLog {
     queue: mpsc::Sender<Message>,
+    /// When the oldest record of the batch being written was queued (`None`: no batch is
+    /// waiting for the database).
+    oldest: Arc<Mutex<Option<Instant>>>,
+    max_age: Duration,
 }
+
+/// How old the oldest unwritten record may grow before decisions are refused, by default.
+pub const MAX_AGE: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for DecisionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,14 +81,41 @@ impl std::fmt::Debug for DecisionLog {
 impl DecisionLog {
     /// Start the writer on `pool`; returns the handle and the writer task (await it at exit).
     pub fn start(pool: PgPool) -> (DecisionLog, tokio::task::JoinHandle<()>) {
-        let (queue, rx) = mpsc::channel(CAPACITY);
-        (DecisionLog { queue }, tokio::spawn(write(pool, rx)))
+        Self::start_with(pool, MAX_AGE)
     }
 
-    /// Queue `entry`, or refuse when the log cannot take it now.
+    /// [`DecisionLog::start`], refusing records once the oldest unwritten one is older than
+    /// `max_age`.
+    pub fn start_with(
+        pool: PgPool,
+        max_age: Duration,
+    ) -> (DecisionLog, tokio::task::JoinHandle<()>) {
+        let (queue, rx) = mpsc::channel(CAPACITY);
+        let oldest = Arc::new(Mutex::new(None));
+        (
+            DecisionLog {
+                queue,
+                oldest: oldest.clone(),
+                max_age,
+            },
+            tokio::spawn(write(pool, rx, oldest)),
+        )
+    }
+
+    /// Queue `entry`, or refuse when the log cannot take it now: the queue is full, or the
+    /// oldest record not yet written has waited longer than the bound (the database reads but
+    /// does not write: read-only, wraparound protection, a locked audit table).
     pub fn record(&self, entry: Entry) -> Result<()> {
+        let stale = self
+            .oldest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|t| t.elapsed() > self.max_age);
+        if stale {
+            return Err(WardError::DecisionLogUnavailable);
+        }
         self.queue
-            .try_send(Message::Entry(entry))
+            .try_send(Message::Entry(entry, Instant::now(), Uuid::new_v4()))
             .map_err(|_| WardError::DecisionLogUnavailable)
     }
 
@@ -89,8 +130,14 @@ impl DecisionLog {
     }
 }
 
-async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
+async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>, oldest: Arc<Mutex<Option<Instant>>>) {
+    let set_oldest = |at: Option<Instant>| {
+        *oldest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    };
     let mut entries = Vec::with_capacity(BATCH);
+    let mut first_queued = None;
     let mut flushed = Vec::new();
     while let Some(first) = rx.recv().await {
         // Collect a batch: until it is full, a flush is asked for, the queue closes, or the
@@ -100,7 +147,10 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
-                Message::Entry(e) => entries.push(e),
+                Message::Entry(e, queued, id) => {
+                    first_queued.get_or_insert(queued);
+                    entries.push((id, e));
+                }
                 Message::Flush(done) => {
                     flushed.push(done);
                     break;
@@ -113,6 +163,7 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
                     .flatten();
             }
         }
+        set_oldest(first_queued.take());
         let mut backoff = Duration::from_millis(50);
         while let Err(e) = insert(&pool, &entries).await {
             // The error names no record content (sqlx errors carry no parameters).
@@ -120,6 +171,7 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
+        set_oldest(None);
         entries.clear();
         for done in flushed.drain(..) {
             let _ = done.send(());
@@ -128,26 +180,30 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>) {
 }
 
 /// One statement, one transaction (asynchronous commit), in queue order.
-async fn insert(pool: &PgPool, entries: &[Entry]) -> std::result::Result<(), sqlx::Error> {
+async fn insert(pool: &PgPool, entries: &[(Uuid, Entry)]) -> std::result::Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
     }
-    let events: Vec<&str> = entries.iter().map(|e| e.event).collect();
-    let actors: Vec<Option<Uuid>> = entries.iter().map(|e| e.actor_id).collect();
-    let subjects: Vec<Option<Uuid>> = entries.iter().map(|e| e.subject_id).collect();
-    let details: Vec<String> = entries.iter().map(|e| e.detail.to_string()).collect();
+    let ids: Vec<Uuid> = entries.iter().map(|(id, _)| *id).collect();
+    let events: Vec<&str> = entries.iter().map(|(_, e)| e.event).collect();
+    let actors: Vec<Option<Uuid>> = entries.iter().map(|(_, e)| e.actor_id).collect();
+    let subjects: Vec<Option<Uuid>> = entries.iter().map(|(_, e)| e.subject_id).collect();
+    let details: Vec<String> = entries.iter().map(|(_, e)| e.detail.to_string()).collect();
+    // Each record once: a retry of a batch that did commit writes nothing again.
     sqlx::query(
-        "INSERT INTO ward.audit (event, actor_id, subject_id, detail)
-         SELECT t.event, t.actor_id, t.subject_id, t.detail::jsonb
+        "INSERT INTO ward.audit (record_id, event, actor_id, subject_id, detail)
+         SELECT t.record_id, t.event, t.actor_id, t.subject_id, t.detail::jsonb
            FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit,
-                unnest($1::text[], $2::uuid[], $3::uuid[], $4::text[])
-                    WITH ORDINALITY AS t (event, actor_id, subject_id, detail, n)
-          ORDER BY t.n",
+                unnest($5::uuid[], $1::text[], $2::uuid[], $3::uuid[], $4::text[])
+                    WITH ORDINALITY AS t (record_id, event, actor_id, subject_id, detail, n)
+          ORDER BY t.n
+         ON CONFLICT (record_id) DO NOTHING",
     )
     .bind(events)
     .bind(actors)
     .bind(subjects)
     .bind(details)
+    .bind(ids)
     .execute(pool)
     .await?;
     Ok(())

@@ -20,9 +20,9 @@ use uuid::Uuid;
 use super::decision_log::{DecisionLog, Entry};
 use super::{PrincipalRecord, audit};
 use crate::domain::decision::{self, Reason, SessionFacts};
-use crate::domain::grammar::Object;
 use crate::domain::secret;
 use crate::error::Result;
+use lychd_auth::grammar::Object;
 
 const RESOLVE_SQL: &str = include_str!("sql/resolve.sql");
 

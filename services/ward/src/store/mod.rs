@@ -7,7 +7,7 @@
 //!   Their audit records are appended before the answer, or — for decisions asked over gRPC —
 //!   queued on the `decision_log` (ADR 0004).
 //! - Every administrative change, and every exchange, runs in an explicit READ COMMITTED
-//!   transaction that first locks the principal row (`SELECT … FOR UPDATE`), then reads and
+//!   transaction that first locks the principal row (`SELECT … FOR NO KEY UPDATE`), then reads and
 //!   changes that principal's credentials, sessions or assignments, bumps its generation and
 //!   appends to the audit, then commits. Child rows are read only after the principal lock is
 //!   held, so each such read (a new statement snapshot) sees every change committed while the
@@ -35,6 +35,17 @@ use uuid::Uuid;
 
 use crate::domain::kinds::PrincipalKind;
 use crate::error::{Entity, Result, WardError};
+
+/// Bad input naming one field with its field-specific `reason` (nothing was changed).
+pub(crate) fn invalid(
+    field: &str,
+    reason: lychd_runtime::refusal::Reason,
+    description: &'static str,
+) -> WardError {
+    let mut v = lychd_runtime::refusal::Violations::new();
+    v.push(field, reason, description);
+    WardError::InvalidArgument(v)
+}
 
 /// What every authority-deciding transaction starts with.
 pub(crate) async fn begin(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
@@ -91,9 +102,15 @@ impl PrincipalRecord {
 }
 
 /// Lock the principal row (the serialization point of every change to it) and read it.
+///
+/// `FOR NO KEY UPDATE`: it excludes every other change to the principal (they all take this
+/// lock first, or update the row), but not the `FOR KEY SHARE` locks the foreign-key checks of
+/// rows that merely name the principal take (a consent it proposes, a record it appends): those
+/// never wait for an administrative change of the principal. A principal's key (its id) never
+/// changes, so no stronger lock is needed.
 pub(crate) async fn lock_principal(conn: &mut PgConnection, id: Uuid) -> Result<PrincipalRecord> {
     let row: Option<PrincipalRow> = sqlx::query_as(&format!(
-        "SELECT {PRINCIPAL_COLUMNS} FROM ward.principals WHERE id = $1 FOR UPDATE"
+        "SELECT {PRINCIPAL_COLUMNS} FROM ward.principals WHERE id = $1 FOR NO KEY UPDATE"
     ))
     .bind(id)
     .fetch_optional(&mut *conn)

@@ -79,7 +79,7 @@ pub async fn sync(pool: &PgPool, rules: &[Rule]) -> Result<()> {
         .bind(slugs)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(())
 }
 

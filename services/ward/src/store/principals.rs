@@ -8,10 +8,10 @@ use super::{
     PRINCIPAL_COLUMNS, Page, PrincipalRecord, PrincipalRow, audit, begin,
     bump_revocation_generation, lock_principal, paginate,
 };
-use crate::domain::grammar::{DisplayName, PrincipalName};
 use crate::domain::kinds::PrincipalKind;
 use crate::domain::paging::{self, List};
-use crate::error::{Result, WardError};
+use crate::error::Result;
+use lychd_auth::grammar::{DisplayName, PrincipalName};
 
 /// What [`enroll`] creates.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub async fn enroll(pool: &PgPool, actor: Option<Uuid>, e: &Enrollment) -> Resul
         json!({ "kind": e.kind.as_str(), "name": e.name.as_str() }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(principal)
 }
 
@@ -65,9 +65,9 @@ pub(crate) async fn insert(
     if e.kind.has_user_account() {
         let display_name = match &e.display_name {
             Some(d) => d.clone(),
-            None => {
-                DisplayName::parse(e.name.as_str()).map_err(|d| WardError::invalid("name", d))?
-            }
+            None => DisplayName::parse(e.name.as_str()).map_err(|d| {
+                super::invalid("name", crate::error::reasons::PRINCIPAL_NAME_INVALID, d)
+            })?,
         };
         sqlx::query("INSERT INTO ward.users (principal_id, display_name) VALUES ($1, $2)")
             .bind(principal.id)
@@ -122,7 +122,7 @@ pub async fn revoke(pool: &PgPool, actor: Option<Uuid>, id: Uuid) -> Result<Revo
         }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Revoked {
         changed: true,
         revocation_generation: generation,

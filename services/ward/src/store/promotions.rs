@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::consents::{self, ConsentRecord, Derived};
 use crate::domain::consent::{Proposal, Verdict};
+use crate::domain::owner_records::Drafts;
 use crate::domain::promotion::{self, IssueError, PromotionRefusal, Terms};
 use crate::error::{Entity, Result, WardError};
 
@@ -67,7 +68,7 @@ pub async fn propose(
     for _ in 0..3 {
         let mut tx = pool.begin().await?;
         if let Some(existing) = consents::find_identical(&mut tx, p, d.binding_digest).await? {
-            tx.commit().await?;
+            lychd_runtime::refusal::commit(tx).await?;
             let consent = consents::get(pool, existing.id).await?.unwrap_or(existing);
             let promotion = get(pool, consent.id)
                 .await?
@@ -88,7 +89,7 @@ pub async fn propose(
         .bind(terms)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        lychd_runtime::refusal::commit(tx).await?;
         let promotion = PromotionRecord {
             consent_id: consent.id,
             owner_id: owner.0,
@@ -158,8 +159,10 @@ pub async fn decide(
     review_digest: &str,
     by: Uuid,
 ) -> Result<(ConsentRecord, bool, bool)> {
+    // The expiry sweep runs on its own, before this transaction (never inside it: its row
+    // locks would be held for this request's whole transaction).
+    consents::expire_due(&mut *pool.acquire().await?).await?;
     let mut tx = super::begin(pool).await?;
-    consents::expire_due(&mut tx).await?;
     let terms: String = sqlx::query_scalar(
         "SELECT terms FROM ward.promotions WHERE consent_id = $1 AND owner_id = $2",
     )
@@ -169,43 +172,64 @@ pub async fn decide(
     .await?
     .ok_or(WardError::NotOwner)?;
     let Some(settled) = consents::settle(&mut tx, id, verdict, review_digest, by).await? else {
-        let answer = consents::unsettled(&mut tx, id).await;
-        tx.commit().await?;
+        let answer = consents::unsettled(&mut tx, id, by).await;
+        lychd_runtime::refusal::commit(tx).await?;
         let (record, changed) = answer?;
         return Ok((record, changed, false));
     };
     if verdict != Verdict::Approve {
-        tx.commit().await?;
+        lychd_runtime::refusal::commit(tx).await?;
         return Ok((settled, true, false));
     }
-    let terms = lychd_helmloop::parse(terms.as_bytes())
-        .ok()
-        .as_ref()
-        .and_then(Terms::from_value)
-        .ok_or_else(|| {
-            WardError::Database(sqlx::Error::Decode(
-                format!("unreadable terms in ward.promotions {id}").into(),
-            ))
-        })?;
+    let terms = lychd_helmloop::parse(terms.as_bytes()).map_err(|_| unreadable(id))?;
     let decided_at = settled
         .decided_at
         .ok_or_else(|| WardError::Database(sqlx::Error::Protocol("settled without time".into())))?;
     let at_ms =
         i64::try_from(decided_at.unix_timestamp_nanos().div_euclid(1_000_000)).unwrap_or(i64::MAX);
-    let records = match promotion::issue(&terms, &id.simple().to_string(), at_ms) {
-        Ok(records) => records,
-        Err(IssueError::ValidityEnded) => {
-            // Nothing settles: the owner's approval could not be honoured as bound.
-            tx.rollback().await?;
-            return Err(WardError::Promotion(PromotionRefusal::ValidityEnded));
-        }
-        Err(IssueError::Time | IssueError::Canonical(_)) => {
-            tracing::error!(consent = %id, "promotion records could not be issued");
-            return Err(WardError::Database(sqlx::Error::Protocol(
-                "promotion records could not be issued".into(),
-            )));
+    // Proposed owner records are issued exactly as approved; a promotion's are derived from
+    // its terms.
+    let records = if let Some(drafts) = Drafts::from_value(&terms) {
+        drafts.records
+    } else {
+        let terms = Terms::from_value(&terms).ok_or_else(|| unreadable(id))?;
+        // The issued identities carry an unpredictable component (122 random bits) beside the
+        // consent: nobody can know them, hence claim them at the HelmLoop office, before they
+        // are issued.
+        let key = format!("{}-{}", id.simple(), Uuid::new_v4().simple());
+        match promotion::issue(&terms, &key, at_ms) {
+            Ok(records) => records,
+            Err(IssueError::ValidityEnded) => {
+                // Nothing settles: the owner's approval could not be honoured as bound.
+                tx.rollback().await?;
+                return Err(WardError::Promotion(PromotionRefusal::ValidityEnded));
+            }
+            Err(IssueError::Time | IssueError::Canonical(_)) => {
+                tracing::error!(consent = %id, "promotion records could not be issued");
+                return Err(WardError::Database(sqlx::Error::Protocol(
+                    "promotion records could not be issued".into(),
+                )));
+            }
         }
     };
+    // Ward never issues two bodies under one identity: one issued already settles nothing.
+    let pairs: (Vec<&str>, Vec<&str>) = records
+        .iter()
+        .map(|r| (r.record_type, r.id.as_str()))
+        .unzip();
+    let taken: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM ward.promotion_outbox o
+                        JOIN unnest($1::text[], $2::text[]) AS i(t, id)
+                          ON o.record_type = i.t AND o.record_id = i.id)",
+    )
+    .bind(&pairs.0)
+    .bind(&pairs.1)
+    .fetch_one(&mut *tx)
+    .await?;
+    if taken {
+        tx.rollback().await?;
+        return Err(WardError::Promotion(PromotionRefusal::IdentityTaken));
+    }
     let consumed = consents::consume_at_decision(&mut tx, id, by).await?;
     for (i, r) in records.iter().enumerate() {
         sqlx::query(
@@ -222,8 +246,14 @@ pub async fn decide(
         .execute(&mut *tx)
         .await?;
     }
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok((consumed, true, true))
+}
+
+fn unreadable(id: Uuid) -> WardError {
+    WardError::Database(sqlx::Error::Decode(
+        format!("unreadable terms in ward.promotions {id}").into(),
+    ))
 }
 
 /// Up to `limit` undelivered records, oldest first.

@@ -45,7 +45,7 @@ pub async fn revoke(pool: &PgPool, actor: Option<Uuid>, session_id: Uuid) -> Res
         json!({ "session_id": session_id, "revocation_generation": generation }),
     )
     .await?;
-    tx.commit().await?;
+    lychd_runtime::refusal::commit(tx).await?;
     Ok(Revoked {
         changed: true,
         revocation_generation: generation,

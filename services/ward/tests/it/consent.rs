@@ -6,6 +6,7 @@ use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_runtime::client::PeerChannel;
 use lychd_testkit::Spawned;
 use lychd_testkit::channel_with;
+pub(crate) use lychd_testkit::refusal::reason;
 use tonic::Code;
 use tonic_types::StatusExt;
 
@@ -99,14 +100,6 @@ pub(crate) async fn propose(
         .into_inner()
         .consent
         .expect("consent")
-}
-
-pub(crate) fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
 }
 
 pub(crate) async fn decide(
@@ -326,31 +319,57 @@ async fn a_verdict_needs_the_reviewed_digest_and_authority_over_the_effect() {
 #[tokio::test]
 async fn an_approval_is_consumed_once_even_concurrently() {
     let mut c = cast().await;
+    // Two consumers race; an approval is good for one effect. Retries by the consumer that won
+    // get the same consumption again (ConsumeConsent is idempotent for its consumer), so the
+    // answers name one consumer and one instant, and the other consumer is refused every time.
+    let effect = format!("effect:{OWNER}");
+    let (_, _, second) = client_for(&c.s, "second-owner", &[("ward:consume", &effect)]).await;
     let consent = propose(&mut c.proposer, "call-1", r#"{"a":1}"#).await;
     decide(&mut c.approver, &consent, pb::Verdict::Approve)
         .await
         .expect("approve");
     let tasks: Vec<_> = (0..32)
-        .map(|_| {
-            let mut owner = c.owner.clone();
+        .map(|i| {
+            let mut owner = if i % 2 == 0 {
+                c.owner.clone()
+            } else {
+                second.clone()
+            };
             let consent = consent.clone();
             tokio::spawn(async move {
                 let digest = consent.binding_digest.clone();
-                consume(&mut owner, &consent, &digest).await
+                (i % 2, consume(&mut owner, &consent, &digest).await)
             })
         })
         .collect();
-    let mut ok = 0;
+    let mut winners = std::collections::BTreeSet::new();
+    let mut consumptions = std::collections::BTreeSet::new();
+    let mut refused = std::collections::BTreeSet::new();
     for t in tasks {
         match t.await.expect("task") {
-            Ok(consumed) => {
-                assert!(consumed.consumed_at.is_some());
-                ok += 1;
+            (who, Ok(consumed)) => {
+                winners.insert(who);
+                consumptions.insert((
+                    consumed.consumed_by.clone(),
+                    consumed.consumed_at.map(|t| (t.seconds, t.nanos)),
+                ));
             }
-            Err(status) => assert_eq!(reason(&status), "CONSENT_CONSUMED", "{status:?}"),
+            (who, Err(status)) => {
+                assert_eq!(reason(&status), "CONSENT_CONSUMED", "{status:?}");
+                refused.insert(who);
+            }
         }
     }
-    assert_eq!(ok, 1);
+    assert_eq!(winners.len(), 1, "one consumer won");
+    assert_eq!(consumptions.len(), 1, "one consumption: {consumptions:?}");
+    assert!(winners.is_disjoint(&refused), "the winner is never refused");
+    let mut db = c.s.db.superuser().await;
+    let consumed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ward.consents WHERE consumed_at IS NOT NULL")
+            .fetch_one(&mut db)
+            .await
+            .expect("count");
+    assert_eq!(consumed, 1);
 }
 
 #[tokio::test]
@@ -621,5 +640,75 @@ async fn a_watch_ends_when_its_authority_goes_and_open_watches_are_limited() {
     assert!(
         reopened.is_some(),
         "the ended stream's place was given back"
+    );
+}
+
+/// Issue 22.6: a bound expiry beyond 9999-12-31T23:59:59Z (once accepted, every consumption
+/// answered `INTERNAL`, "timestamp out of range") is refused at intake naming `binding.expiry`;
+/// the latest accepted one is approved, consumed once and refused as consumed afterwards.
+#[tokio::test]
+async fn a_binding_expiry_is_bounded_at_intake_and_an_accepted_one_never_fails_later() {
+    use lychd_runtime::refusal::bounds::LATEST_UNIX_SECONDS;
+    let mut c = cast().await;
+    let with_expiry = |call: &str, seconds: i64| {
+        let mut p = proposal(call, r#"{"a":1}"#);
+        p.binding = Some(pb::ConsentBinding {
+            expiry: Some(prost_types::Timestamp { seconds, nanos: 0 }),
+            ..Default::default()
+        });
+        p
+    };
+    for (i, seconds) in [
+        10_000_000_000_000,
+        LATEST_UNIX_SECONDS + 1,
+        i64::MAX,
+        0,
+        -1,
+        i64::MIN,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let status = c
+            .proposer
+            .propose_effect(with_expiry(&format!("call-far-{i}"), seconds))
+            .await
+            .expect_err("an expiry out of range is refused");
+        assert_eq!(
+            status.code(),
+            Code::InvalidArgument,
+            "{seconds}: {status:?}"
+        );
+        let fields: Vec<String> = status
+            .get_error_details()
+            .bad_request()
+            .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, ["binding.expiry"], "{seconds}");
+    }
+    let consent = c
+        .proposer
+        .propose_effect(with_expiry("call-latest", LATEST_UNIX_SECONDS))
+        .await
+        .expect("the latest instant is accepted")
+        .into_inner()
+        .consent
+        .expect("consent");
+    decide(&mut c.approver, &consent, pb::Verdict::Approve)
+        .await
+        .expect("approve");
+    let consumed = consume(&mut c.owner, &consent, &consent.binding_digest)
+        .await
+        .expect("consumed");
+    assert!(consumed.consumed_at.is_some());
+    // Read back after consumption (the consumer's retry answers the same consumption, issue
+    // 23.1): the far expiry never turns into a later failure.
+    let again = consume(&mut c.owner, &consent, &consent.binding_digest)
+        .await
+        .expect("the consumer's retry answers the same consumption");
+    assert_eq!(
+        (again.consumed_at, again.consumed_by),
+        (consumed.consumed_at, consumed.consumed_by),
+        "consumed once"
     );
 }

@@ -209,7 +209,9 @@ async fn rotation_replaces_the_credential_and_ends_the_old_sessions() {
     let p = w.service("svc").await;
     w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
     let (old, old_session) = w.session(p.id).await;
-    let new = credentials::rotate(&w.pool, None, old.id).await.unwrap();
+    let new = credentials::rotate(&w.pool, None, old.id, None)
+        .await
+        .unwrap();
     assert_ne!(new.id, old.id);
     assert_eq!(new.kind, CredentialKind::Standing);
     assert_eq!(
@@ -233,7 +235,7 @@ async fn rotation_replaces_the_credential_and_ends_the_old_sessions() {
     assert!((0..60).contains(&lifetime), "{lifetime}");
     // A revoked (here: rotated) credential cannot be rotated again.
     assert!(matches!(
-        credentials::rotate(&w.pool, None, old.id).await,
+        credentials::rotate(&w.pool, None, old.id, None).await,
         Err(WardError::CredentialRevoked)
     ));
     let replaced_by: Option<uuid::Uuid> =
@@ -272,7 +274,7 @@ async fn revoked_principals_lose_everything_and_get_nothing_new() {
         Err(WardError::PrincipalRevoked)
     ));
     assert!(matches!(
-        credentials::rotate(&w.pool, None, c.id).await,
+        credentials::rotate(&w.pool, None, c.id, None).await,
         Err(WardError::PrincipalRevoked)
     ));
     // The session row itself was revoked too.

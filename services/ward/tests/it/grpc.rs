@@ -31,15 +31,20 @@ async fn counts(s: &Spawned) -> Vec<i64> {
     out
 }
 
-/// `INVALID_ARGUMENT`, reason `INVALID_ARGUMENT`, naming exactly `fields`, echoing nothing.
+/// `INVALID_ARGUMENT` with the first field's own reason (one Ward declares for a bad field),
+/// naming exactly `fields`, echoing nothing.
 fn assert_invalid<T: std::fmt::Debug>(r: Result<T, tonic::Status>, fields: &[&str], secret: &str) {
     let status = r.expect_err("bad input must be refused");
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     let details = status.get_error_details();
-    assert_eq!(
-        details.error_info().map(|i| i.reason.as_str()),
-        Some("INVALID_ARGUMENT")
-    );
+    let reason = details
+        .error_info()
+        .map(|i| i.reason.clone())
+        .unwrap_or_default();
+    let declared = lychd_ward::error::REFUSALS.catalogue().any(|r| {
+        r.name == reason && r.code == Code::InvalidArgument && r.name != "INVALID_ARGUMENT"
+    });
+    assert!(declared, "{reason} is not one of Ward's bad-field reasons");
     let got: Vec<_> = details
         .bad_request()
         .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
@@ -131,6 +136,7 @@ async fn bad_input_is_refused_with_field_violations_and_changes_nothing() {
 
     let rotate = |id: &str| pb::RotateCredentialRequest {
         credential_id: id.to_owned(),
+        ..Default::default()
     };
     assert_invalid(
         c.rotate_credential(rotate("")).await,
@@ -768,5 +774,106 @@ async fn sessions_are_bound_to_their_audiences() {
         .into_inner();
     assert_eq!(d.reason, "SESSION_AUDIENCE_MISMATCH");
     assert_eq!(d.principal, None, "nothing said about whose it is");
+    s.stop().await;
+}
+
+/// `ExchangeCredential` judges the credential before its input: an outsider (a credential that
+/// authenticates nobody) is `UNAUTHENTICATED` whatever audiences it sends, and counted as a
+/// stranger; only a caller whose credential is good hears `INVALID_ARGUMENT` about them, and
+/// that changes nothing (the credential still exchanges afterwards).
+#[tokio::test]
+async fn an_outsiders_bad_audiences_are_unauthenticated_not_invalid() {
+    let (s, _) = admin_client().await;
+    let exchange = |audiences: &[&str]| pb::ExchangeCredentialRequest {
+        ttl_seconds: 0,
+        audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+    };
+    let bad_audiences: [&[&str]; 3] = [&[], &["Ward"], &["ward"; 17]];
+    let counted_before = counted(&s, "127.0.0.1", "CREDENTIAL_UNKNOWN").await;
+    let unknown = format!("lwc_{}", "0".repeat(64));
+    for bearer in [unknown.as_str(), "junk"] {
+        let mut outsider = WardClient::new(s.channel_with(bearer));
+        for bad in bad_audiences {
+            let refused = outsider
+                .exchange_credential(exchange(bad))
+                .await
+                .expect_err("an outsider");
+            assert_eq!(
+                refused.code(),
+                Code::Unauthenticated,
+                "{bad:?}: {refused:?}"
+            );
+            assert_eq!(
+                refused.get_error_details().error_info().unwrap().reason,
+                "CREDENTIAL_UNKNOWN"
+            );
+            assert!(refused.get_error_details().bad_request().is_none());
+        }
+    }
+    assert_eq!(
+        counted(&s, "127.0.0.1", "CREDENTIAL_UNKNOWN").await - counted_before,
+        6,
+        "each outsider's refusal is counted"
+    );
+    // A good credential: its bad audiences are its mistake, and nothing is spent.
+    let (id, _) = s.principal(pb::PrincipalKind::Service, "insider").await;
+    let credential = s.admin.clone().issue_standing(&id).await.unwrap();
+    let mut insider = WardClient::new(s.channel_with(&credential));
+    let sessions_before = counts(&s).await;
+    for bad in bad_audiences {
+        assert_invalid(
+            insider.exchange_credential(exchange(bad)).await,
+            &["audiences"],
+            &credential,
+        );
+    }
+    assert_eq!(counts(&s).await, sessions_before, "nothing changed");
+    insider
+        .exchange_credential(exchange(&["ward"]))
+        .await
+        .expect("the credential still exchanges");
+    s.stop().await;
+}
+
+/// A stranger refused by Ward's own auth layer (its verifier, source `ward`) is counted, and
+/// `ListAudit` writes that count before it answers — not only its API's — so the listing made
+/// right after the refusal already shows it (the periodic write is 10 s away).
+#[tokio::test]
+async fn list_audit_shows_the_auth_layers_counts_at_once() {
+    let (s, mut c) = admin_client().await;
+    let before = counted(&s, "ward", "SESSION_UNKNOWN").await;
+    let unknown = format!("lws_{}", "0".repeat(64));
+    let mut stranger = WardClient::new(s.channel_with(&unknown));
+    for _ in 0..3 {
+        let refused = stranger
+            .list_principals(pb::ListPrincipalsRequest::default())
+            .await
+            .expect_err("a stranger");
+        assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    }
+    let listed = std::time::Instant::now();
+    let audit = c
+        .list_audit(pb::ListAuditRequest { page: None })
+        .await
+        .expect("list audit")
+        .into_inner();
+    let mut su = s.db.superuser().await;
+    let now: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum((detail->>'count')::bigint), 0)::bigint FROM ward.audit
+          WHERE event = 'refusals.counted' AND detail->>'source' = 'ward'
+            AND detail->>'reason' = 'SESSION_UNKNOWN'",
+    )
+    .fetch_one(&mut su)
+    .await
+    .unwrap();
+    assert!(
+        listed.elapsed() < std::time::Duration::from_secs(5),
+        "well before the periodic write"
+    );
+    assert_eq!(now - before, 3, "counted and written by the listing");
+    assert!(
+        audit.events.iter().any(|e| e.event == "refusals.counted"),
+        "the listing itself shows them"
+    );
     s.stop().await;
 }

@@ -6,11 +6,13 @@
 
 mod audit;
 mod bootstrap;
+mod boundaries;
 mod common;
 mod consent;
 mod credentials;
 mod decision_log;
 mod decisions;
+mod faults;
 mod grpc;
 mod preauth;
 mod promotion;
@@ -18,4 +20,5 @@ mod proposals;
 mod race;
 mod schema;
 mod secrets;
+mod streams;
 mod verifier;

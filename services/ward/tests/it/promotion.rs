@@ -23,6 +23,7 @@ use lychd_runtime::client::{Outgoing, PeerChannel};
 use lychd_runtime::config::{OfficeConfig, PeerConfig};
 use lychd_runtime::health::HealthState;
 use lychd_runtime::server::{InProcess, ServeContext};
+use lychd_testkit::refusal::reason;
 use lychd_testkit::{TestDb, channel_with};
 use lychd_ward::domain::kinds::{CredentialKind, PrincipalKind};
 use lychd_ward::domain::promotion::{self, Ref, Terms};
@@ -88,8 +89,11 @@ struct Stack {
     helmloop: Option<InProcess>,
     helmloop_ctx: ServeContext,
     admin: WardAdmin,
-    /// The operator's session (audiences ward and helmloop), holding the HelmLoop API.
+    /// The operator's session (audiences ward and helmloop), holding the HelmLoop API but
+    /// the owner-record actions.
     operator: String,
+    /// Ward's own standing credential (for a test standing in for Ward's earlier attempt).
+    ward_credential: String,
 }
 
 impl Stack {
@@ -169,11 +173,8 @@ impl Stack {
         .token;
         let mut admin = WardAdmin::new(ward_channel(&ward_endpoint), &operator).expect("admin");
         let operator_id = find(&mut admin, "operator").await;
+        // The operator appends observations and reads; owner records come only from Ward.
         for (action, object) in [
-            ("helmloop:append_contract", "subject:*"),
-            ("helmloop:append_grant", "subject:*"),
-            ("helmloop:append_assurance", "subject:*"),
-            ("helmloop:append_promotion", "subject:*"),
             ("helmloop:append_observation", "subject:*"),
             ("helmloop:read", "subject:*"),
             ("helmloop:reduce", "subject:*"),
@@ -185,8 +186,11 @@ impl Stack {
         // Ward's own principal: what lychd dev grants it at the HelmLoop office.
         let ward_id = ward_self.id.to_string();
         for (action, object) in [
+            ("helmloop:append_contract", "subject:*"),
             ("helmloop:append_grant", "subject:*"),
+            ("helmloop:append_assurance", "subject:*"),
             ("helmloop:append_promotion", "subject:*"),
+            ("helmloop:append_learning_acceptance", "subject:*"),
             ("helmloop:read", "subject:*"),
         ] {
             assign(&mut admin, &ward_id, action, object).await;
@@ -236,6 +240,7 @@ impl Stack {
             helmloop_ctx,
             admin,
             operator,
+            ward_credential: ward_credential.secret.expose_secret().to_owned(),
         };
         stack.start_helmloop().await;
         stack
@@ -312,6 +317,33 @@ impl Stack {
             id,
             WardClient::new(channel_with(&self.ward_endpoint(), &token)),
         )
+    }
+
+    /// A service principal holding `grants` at the HelmLoop office; its HelmLoop client.
+    async fn helmloop_principal(
+        &mut self,
+        name: &str,
+        grants: &[(&str, &str)],
+    ) -> HelmLoopClient<PeerChannel> {
+        let id = self
+            .admin
+            .ensure_principal(pb::PrincipalKind::Service, name)
+            .await
+            .expect("enroll");
+        for (action, object) in grants {
+            assign(&mut self.admin, &id, action, object).await;
+        }
+        let credential = self.admin.issue_standing(&id).await.expect("credential");
+        let token = exchange(
+            ward_channel(&self.ward_endpoint()),
+            &credential,
+            0,
+            &["helmloop"],
+        )
+        .await
+        .expect("exchange")
+        .token;
+        HelmLoopClient::new(channel_with(&self.helmloop_endpoint(), &token))
     }
 
     async fn stop(mut self) {
@@ -402,6 +434,9 @@ fn seal(v: &mut serde_json::Value) -> String {
 struct Bundle {
     records: Vec<serde_json::Value>,
     context: serde_json::Value,
+    /// The instant the bundle was shifted to: every request built from it derives its times
+    /// from this, so a replayed request is the same request whatever the clock says by then.
+    decided_ms: i64,
 }
 
 fn bundle(decided_ms: i64) -> Bundle {
@@ -433,7 +468,11 @@ fn bundle(decided_ms: i64) -> Bundle {
         );
         records.push(r);
     }
-    Bundle { records, context }
+    Bundle {
+        records,
+        context,
+        decided_ms,
+    }
 }
 
 fn find_record<'a>(b: &'a Bundle, id: &str) -> &'a serde_json::Value {
@@ -459,7 +498,7 @@ fn now_ms() -> i64 {
 
 fn request(b: &Bundle, run: &str) -> pb::ProposePromotionRequest {
     let contract = find_record(b, "contract-payments-1");
-    let not_after = now_ms() + 30 * 24 * 3600 * 1000;
+    let not_after = b.decided_ms + 30 * 24 * 3600 * 1000;
     pb::ProposePromotionRequest {
         run_id: run.into(),
         contract: Some(reference(contract)),
@@ -491,6 +530,53 @@ async fn append(client: &mut HelmLoopClient<PeerChannel>, records: &[serde_json:
         })
         .await
         .expect("append");
+}
+
+fn is_owner_record(r: &serde_json::Value) -> bool {
+    matches!(
+        r["recordType"].as_str(),
+        Some(
+            "OutcomeContractV1"
+                | "AuthorityGrantV1"
+                | "AssuranceDecisionV1"
+                | "PromotionDecisionV1"
+        )
+    ) || r["disposition"] == "accepted"
+}
+
+/// Propose `records` as owner records at Ward; the consent.
+async fn propose_owner_records(
+    c: &mut WardClient<PeerChannel>,
+    records: &[serde_json::Value],
+    run: &str,
+) -> Result<pb::ProposeOwnerRecordsResponse, tonic::Status> {
+    c.propose_owner_records(pb::ProposeOwnerRecordsRequest {
+        run_id: run.into(),
+        records: records
+            .iter()
+            .map(|r| serde_json::to_vec(r).expect("json"))
+            .collect(),
+    })
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+/// Store `b` at the HelmLoop office as it is stored for real: observations by the operator,
+/// owner records (contract, execution grant lineage, assurance) through Ward, approved by the
+/// owner and delivered.
+async fn store_bundle(stack: &Stack, cast: &mut Cast, b: &Bundle) {
+    let (owner, observations): (Vec<_>, Vec<_>) =
+        b.records.iter().cloned().partition(is_owner_record);
+    append(&mut stack.helmloop_client(), &observations).await;
+    let consent = propose_owner_records(&mut cast.proposer, &owner, "run-bundle")
+        .await
+        .expect("propose owner records")
+        .consent
+        .expect("consent");
+    approve(&mut cast.owner, &consent)
+        .await
+        .expect("owner approves");
+    delivered(&mut cast.reviewer, &consent.consent_id).await;
 }
 
 async fn reduce_stored(stack: &Stack, b: &Bundle) -> hl::ReductionSummary {
@@ -551,14 +637,6 @@ async fn cast(stack: &mut Stack) -> Cast {
         other,
         reviewer,
     }
-}
-
-fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|i| i.reason.clone())
-        .unwrap_or_default()
 }
 
 /// Propose the promotion of `b` for `run`: the consent it created (or found).
@@ -624,7 +702,7 @@ async fn an_owner_approved_promotion_issues_valid_records_that_reduce_to_pass() 
     let mut stack = Stack::new().await;
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
-    append(&mut stack.helmloop_client(), &b.records).await;
+    store_bundle(&stack, &mut cast, &b).await;
 
     let proposed = cast
         .proposer
@@ -742,7 +820,7 @@ async fn a_non_owner_is_refused_and_a_non_owner_issued_grant_does_not_pass() {
     let mut stack = Stack::new().await;
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
-    append(&mut stack.helmloop_client(), &b.records).await;
+    store_bundle(&stack, &mut cast, &b).await;
     let consent = proposed(&mut cast.proposer, &b, "run-promote-2").await;
 
     // `ward:approve` on every effect is not ownership.
@@ -765,10 +843,12 @@ async fn a_non_owner_is_refused_and_a_non_owner_issued_grant_does_not_pass() {
         .expect("consent");
     assert_eq!(c.state, pb::ConsentState::Pending as i32, "nothing settled");
     let mut conn = stack.db.superuser().await;
-    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox")
-        .fetch_one(&mut conn)
-        .await
-        .expect("count");
+    let outbox: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox WHERE consent_id = $1")
+            .bind(uuid::Uuid::parse_str(&consent.consent_id).expect("uuid"))
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
     assert_eq!(outbox, 0);
 
     // The reducer's own verdict on the same records issued by someone who is not the owner.
@@ -853,7 +933,7 @@ async fn delivery_is_retried_until_helmloop_is_back_and_a_lost_acknowledgement_i
     let mut stack = Stack::new().await;
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
-    append(&mut stack.helmloop_client(), &b.records).await;
+    store_bundle(&stack, &mut cast, &b).await;
     let first = proposed(&mut cast.proposer, &b, "run-promote-3").await;
     let second = proposed(&mut cast.proposer, &b, "run-promote-4").await;
 
@@ -887,7 +967,16 @@ async fn delivery_is_retried_until_helmloop_is_back_and_a_lost_acknowledgement_i
     let other = InProcess::start(other_ctx, lychd_helmloop_service::spec().start)
         .await
         .expect("second helmloop");
-    let mut direct = HelmLoopClient::new(channel_with(&other.endpoint(), &stack.operator));
+    let ward_token = exchange(
+        ward_channel(&stack.ward_endpoint()),
+        &stack.ward_credential,
+        0,
+        &["helmloop"],
+    )
+    .await
+    .expect("ward's session")
+    .token;
+    let mut direct = HelmLoopClient::new(channel_with(&other.endpoint(), &ward_token));
     let bodies: Vec<serde_json::Value> = p
         .records
         .iter()
@@ -932,10 +1021,16 @@ async fn delivery_is_retried_until_helmloop_is_back_and_a_lost_acknowledgement_i
         .simple()
         .to_string();
     assert_eq!(stored_count(&stack, &key).await, 4);
-    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox")
-        .fetch_one(&stack.ward_pool)
-        .await
-        .expect("count");
+    let outbox: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox WHERE consent_id = ANY($1)")
+            .bind(
+                [&first, &second]
+                    .map(|c| uuid::Uuid::parse_str(&c.consent_id).expect("uuid"))
+                    .to_vec(),
+            )
+            .fetch_one(&stack.ward_pool)
+            .await
+            .expect("count");
     assert_eq!(outbox, 8, "four records per approval, none re-issued");
     stack.stop().await;
 }
@@ -1000,11 +1095,24 @@ async fn bad_promotion_input_is_refused_with_every_field_named() {
     contract["accountableOwnerId"] = "owner-zed".into();
     contract["subject"]["ownerId"] = "owner-zed".into();
     seal(&mut contract);
-    append(
-        &mut stack.helmloop_client(),
+    // Ward proposes no owner record for an owner it does not know.
+    let refused = propose_owner_records(
+        &mut cast.proposer,
         std::slice::from_ref(&contract),
+        "run-promote-5",
     )
-    .await;
+    .await
+    .expect_err("no owner");
+    assert_eq!(reason(&refused), "OWNER_NOT_ENROLLED");
+    // Such a contract exists only if it was stored before owner records came from Ward alone:
+    // a test-only importer explicitly granted the contract action on every subject stores it.
+    let mut importer = stack
+        .helmloop_principal(
+            "legacy-importer",
+            &[("helmloop:append_contract", "subject:*")],
+        )
+        .await;
+    append(&mut importer, std::slice::from_ref(&contract)).await;
     let mut r = request(&b, "run-promote-5");
     r.contract = Some(reference(&contract));
     let refused = cast
@@ -1044,7 +1152,7 @@ async fn concurrent_contradictory_owner_verdicts_settle_once_and_issue_at_most_o
     let mut stack = Stack::new().await;
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
-    append(&mut stack.helmloop_client(), &b.records).await;
+    store_bundle(&stack, &mut cast, &b).await;
     let consent = proposed(&mut cast.proposer, &b, "run-promote-7").await;
     let verdicts = (0..32).map(|i| {
         let mut owner = cast.owner.clone();
@@ -1081,10 +1189,12 @@ async fn concurrent_contradictory_owner_verdicts_settle_once_and_issue_at_most_o
         .collect();
     assert_eq!(states.len(), 1, "every caller sees the settled verdict");
     let granted = states.contains(&(pb::ConsentState::Granted as i32));
-    let outbox: i64 = sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox")
-        .fetch_one(&stack.ward_pool)
-        .await
-        .expect("count");
+    let outbox: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM ward.promotion_outbox WHERE consent_id = $1")
+            .bind(uuid::Uuid::parse_str(&consent.consent_id).expect("uuid"))
+            .fetch_one(&stack.ward_pool)
+            .await
+            .expect("count");
     assert_eq!(outbox, if granted { 4 } else { 0 });
     if granted {
         delivered(&mut cast.reviewer, &consent.consent_id).await;
@@ -1097,7 +1207,7 @@ async fn an_approval_issued_while_helmloop_is_down_survives_a_ward_restart_and_i
     let mut stack = Stack::new().await;
     let mut cast = cast(&mut stack).await;
     let b = bundle(now_ms());
-    append(&mut stack.helmloop_client(), &b.records).await;
+    store_bundle(&stack, &mut cast, &b).await;
     let consent = proposed(&mut cast.proposer, &b, "run-promote-8").await;
     stack.stop_helmloop().await;
     approve(&mut cast.owner, &consent).await.expect("approve");
@@ -1114,6 +1224,214 @@ async fn an_approval_issued_while_helmloop_is_down_survives_a_ward_restart_and_i
         "{:?}",
         p.records
     );
+    let summary = reduce_stored(&stack, &b).await;
+    assert_eq!(
+        summary.disposition,
+        hl::Disposition::Pass as i32,
+        "reject {:?} hold {:?}",
+        summary.reject_codes,
+        summary.hold_codes
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn an_identity_ward_will_issue_cannot_be_claimed_before_it_is_delivered() {
+    let mut stack = Stack::new().await;
+    let mut cast = cast(&mut stack).await;
+    let b = bundle(now_ms());
+    store_bundle(&stack, &mut cast, &b).await;
+    let consent = proposed(&mut cast.proposer, &b, "run-promote-9").await;
+    let pending = promotion_of(&mut cast.reviewer, &consent.consent_id).await;
+    let terms = Terms::from_value(&lychd_helmloop::parse(&pending.terms_json).expect("terms"))
+        .expect("terms read back");
+    let consent_key = uuid::Uuid::parse_str(&consent.consent_id)
+        .expect("uuid")
+        .simple()
+        .to_string();
+
+    // A principal allowed to append grants and decisions for the promotion's own subject
+    // tries to claim the identities derived from the consent alone.
+    let mut claiming = stack
+        .helmloop_principal(
+            "claimer",
+            &[
+                ("helmloop:append_grant", "subject:svc-payments"),
+                ("helmloop:append_promotion", "subject:svc-payments"),
+            ],
+        )
+        .await;
+    let claims = promotion::issue(&terms, &consent_key, now_ms()).expect("claims");
+    let refused = claiming
+        .append_records(hl::AppendRecordsRequest {
+            records: claims.iter().map(|r| r.body.clone().into_bytes()).collect(),
+        })
+        .await
+        .expect_err("an owner identity on one subject's authority");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    for r in &claims {
+        let found = stack
+            .helmloop_client()
+            .get_record(hl::GetRecordRequest {
+                record_type: r.record_type.into(),
+                id: r.id.clone(),
+            })
+            .await
+            .expect_err("nothing claimed");
+        assert_eq!(found.code(), Code::NotFound);
+    }
+
+    // The owner approves: Ward's identities carry an unpredictable component, nothing
+    // equivocates, and the promotion passes.
+    approve(&mut cast.owner, &consent).await.expect("approve");
+    let p = delivered(&mut cast.reviewer, &consent.consent_id).await;
+    for r in &p.records {
+        assert!(
+            r.id.starts_with("ward-promot") && r.id.contains(&format!("{consent_key}-")),
+            "{}",
+            r.id
+        );
+        assert!(
+            claims.iter().all(|c| c.id != r.id),
+            "{} was predictable",
+            r.id
+        );
+        assert_eq!(r.delivery, "stored", "{}", r.id);
+    }
+    let summary = reduce_stored(&stack, &b).await;
+    assert_eq!(
+        summary.disposition,
+        hl::Disposition::Pass as i32,
+        "reject {:?} hold {:?}",
+        summary.reject_codes,
+        summary.hold_codes
+    );
+    stack.stop().await;
+}
+
+#[tokio::test]
+async fn owner_records_are_issued_only_on_the_owners_approval_and_the_operator_cannot_append_them()
+{
+    let mut stack = Stack::new().await;
+    let mut cast = cast(&mut stack).await;
+    let b = bundle(now_ms());
+    let owner_records: Vec<serde_json::Value> = b
+        .records
+        .iter()
+        .filter(|r| is_owner_record(r))
+        .cloned()
+        .collect();
+    assert_eq!(
+        owner_records.len(),
+        5,
+        "contract, three grant steps, assurance"
+    );
+
+    // The operator holds every HelmLoop action but the owner records': it appends none.
+    let refused = stack
+        .helmloop_client()
+        .append_records(hl::AppendRecordsRequest {
+            records: vec![serde_json::to_vec(&owner_records[0]).expect("json")],
+        })
+        .await
+        .expect_err("the operator appends no owner record");
+    assert_eq!(refused.code(), Code::PermissionDenied);
+
+    // An observation is no owner record; every bad record is named.
+    let observation = b
+        .records
+        .iter()
+        .find(|r| r["recordType"] == "EvidenceRecordV1")
+        .expect("evidence")
+        .clone();
+    let refused = propose_owner_records(
+        &mut cast.proposer,
+        &[owner_records[0].clone(), observation],
+        "run-owner-1",
+    )
+    .await
+    .expect_err("an observation");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    let fields: Vec<String> = refused
+        .get_error_details()
+        .bad_request()
+        .expect("violations")
+        .field_violations
+        .iter()
+        .map(|v| v.field.clone())
+        .collect();
+    assert_eq!(fields, ["records[1]"]);
+
+    let answer = propose_owner_records(&mut cast.proposer, &owner_records, "run-owner-1")
+        .await
+        .expect("propose");
+    assert!(answer.created);
+    let consent = answer.consent.expect("consent");
+    assert_eq!(
+        consent.effect_class,
+        pb::EffectClass::SecretOrAuthorityChange as i32,
+        "live-only"
+    );
+    assert_eq!(answer.promotion.expect("issuance").owner_name, OWNER);
+    // Not the owner: nothing settles, nothing is issued or stored.
+    let refused = approve(&mut cast.other, &consent)
+        .await
+        .expect_err("not the owner");
+    assert_eq!(reason(&refused), "NOT_THE_OWNER");
+    assert!(
+        promotion_of(&mut cast.reviewer, &consent.consent_id)
+            .await
+            .records
+            .is_empty()
+    );
+    let missing = stack
+        .helmloop_client()
+        .get_record(hl::GetRecordRequest {
+            record_type: "OutcomeContractV1".into(),
+            id: "contract-payments-1".into(),
+        })
+        .await
+        .expect_err("not stored before the approval");
+    assert_eq!(missing.code(), Code::NotFound);
+
+    // The owner approves: exactly the proposed bodies are issued and delivered once.
+    approve(&mut cast.owner, &consent).await.expect("approve");
+    let p = delivered(&mut cast.reviewer, &consent.consent_id).await;
+    assert_eq!(p.records.len(), 5);
+    for (issued, proposed) in p.records.iter().zip(&owner_records) {
+        assert_eq!(issued.id, proposed["id"].as_str().expect("id"));
+        assert_eq!(issued.digest, proposed["digest"].as_str().expect("digest"));
+        assert_eq!(issued.delivery, "stored");
+        let got = stack
+            .helmloop_client()
+            .get_record(hl::GetRecordRequest {
+                record_type: issued.record_type.clone(),
+                id: issued.id.clone(),
+            })
+            .await
+            .expect("stored")
+            .into_inner()
+            .records;
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].digest, issued.digest);
+    }
+    // The identities are taken now: proposing them again is refused.
+    let again = propose_owner_records(&mut cast.proposer, &owner_records, "run-owner-2")
+        .await
+        .expect_err("taken");
+    assert_eq!(reason(&again), "RECORD_IDENTITY_TAKEN");
+
+    // With the observations, the bundle and Ward's promotion reduce to PASS.
+    let observations: Vec<serde_json::Value> = b
+        .records
+        .iter()
+        .filter(|r| !is_owner_record(r))
+        .cloned()
+        .collect();
+    append(&mut stack.helmloop_client(), &observations).await;
+    let promoted = proposed(&mut cast.proposer, &b, "run-owner-3").await;
+    approve(&mut cast.owner, &promoted).await.expect("approve");
+    delivered(&mut cast.reviewer, &promoted.consent_id).await;
     let summary = reduce_stored(&stack, &b).await;
     assert_eq!(
         summary.disposition,

@@ -9,20 +9,12 @@ use lychd_proto::ward::v1 as pb;
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_runtime::client::PeerChannel;
 use tonic::Code;
-use tonic_types::StatusExt;
 
 use crate::consent::{Cast, OWNER, cast_with, client_for, consume, decide, propose, reason};
+use lychd_testkit::refusal::field_violations as fields;
 
 async fn cast() -> Cast {
     cast_with(|_| {}).await
-}
-
-fn fields(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_error_details()
-        .bad_request()
-        .map(|b| b.field_violations.iter().map(|v| v.field.clone()).collect())
-        .unwrap_or_default()
 }
 
 async fn create(

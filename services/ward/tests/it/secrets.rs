@@ -42,7 +42,9 @@ async fn no_table_holds_a_secret() {
         let (c, s) = w.session(p.id).await;
         secrets.push(c.secret.expose_secret().to_owned());
         secrets.push(s.token.expose_secret().to_owned());
-        let rotated = credentials::rotate(&w.pool, None, c.id).await.unwrap();
+        let rotated = credentials::rotate(&w.pool, None, c.id, None)
+            .await
+            .unwrap();
         secrets.push(rotated.secret.expose_secret().to_owned());
         let s = w.exchange(&rotated).await;
         secrets.push(s.token.expose_secret().to_owned());

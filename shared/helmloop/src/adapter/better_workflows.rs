@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use super::sdk::{AdapterCode, ContractCapability, Draft, ObservationType};
 use super::standalone::sealed_or_hold;
 use super::{Collect, MappingIdentity, MappingResult, copy, table_digest};
-use crate::reduce::time::parse_timestamp;
+use crate::time::parse_timestamp;
 use crate::value::{Map, Value};
 
 /// The one export format this mapping reads.

@@ -75,8 +75,8 @@ use std::fmt;
 
 use crate::digest::{Digest, binding_digest, record_digest};
 use crate::reduce::ReasonCode;
-use crate::reduce::time::parse_timestamp;
 use crate::schema::{RecordType, Shape, is_valid_value};
+use crate::time::parse_timestamp;
 use crate::validate::Channel;
 use crate::value::{Map, Value};
 

@@ -13,9 +13,8 @@ use super::lineage::{GrantLineage, state};
 use super::result::RecordStatus;
 use super::time::Millis;
 use super::{ExecutionFacts, Resolved, Work};
-use crate::digest::binding_digest;
 use crate::schema::RecordType as T;
-use crate::value::{Map, Value};
+use crate::value::Value;
 
 /// A consumer's attempted use of a grant.
 pub(crate) struct Use<'v> {
@@ -36,40 +35,6 @@ pub(crate) struct Use<'v> {
     pub dispatch_at: Millis,
     /// Terminal fact time, `None` for an unknown attempt.
     pub terminal_at: Option<Millis>,
-}
-
-/// Intrinsic defects that make a grant unusable, used or not (resolutions
-/// §H.4; every eligible grant step is checked in step 7 and flagged
-/// `AUTHORITY_WRONG_BINDING`): an `actionDigest` that does not bind its
-/// fields, an issuer other than the accountable owner, a wildcard scope, or
-/// promote parameters other than its bound revision.
-pub(crate) fn grant_defect(w: &Work<'_>, g: usize) -> bool {
-    let r = &w.recs[g];
-    let mut body = Map::new();
-    for k in [
-        "action",
-        "actionParameters",
-        "granteeId",
-        "idempotencyKey",
-        "revision",
-        "subject",
-    ] {
-        body.insert(k, r.at(&[k]).cloned().unwrap_or_default());
-    }
-    let scope = string_set(r.at(&["scope"]));
-    body.insert(
-        "scope",
-        Value::Array(scope.iter().map(|s| Value::from(*s)).collect()),
-    );
-    let digest_ok =
-        binding_digest(&Value::Object(body)).is_ok_and(|d| d.render() == r.s(&["actionDigest"]));
-    let promote_ok = r.s(&["action"]) != "promote"
-        || (r.s(&["actionParameters", "targetRevision"]) == r.s(&["revision", "id"])
-            && r.s(&["actionParameters", "targetDigest"]) == r.s(&["revision", "digest"]));
-    !digest_ok
-        || r.s(&["issuerId"]) != w.owner
-        || scope.iter().any(|s| s.contains('*'))
-        || !promote_ok
 }
 
 /// Judges one attempted use: the authority state it leaves and the code

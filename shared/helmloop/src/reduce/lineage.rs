@@ -7,8 +7,9 @@ use super::codes::ReasonCode as C;
 use super::frame::string_set;
 use super::result::RecordStatus;
 use super::{Resolved, Work};
+use crate::digest::binding_digest;
 use crate::schema::RecordType as T;
-use crate::value::Value;
+use crate::value::{Map, Value};
 
 /// One grant lineage: the steps sharing `lineage.grantId`.
 #[derive(Debug)]
@@ -95,6 +96,40 @@ fn same_binding(a: &Value, b: &Value) -> bool {
         && string_set(a.get("scope")) == string_set(b.get("scope"))
 }
 
+/// Intrinsic defects that make a grant unusable, used or not (resolutions
+/// §H.4; every eligible grant step is checked in step 7 and flagged
+/// `AUTHORITY_WRONG_BINDING`): an `actionDigest` that does not bind its
+/// fields, an issuer other than the accountable owner, a wildcard scope, or
+/// promote parameters other than its bound revision.
+pub(crate) fn grant_defect(w: &Work<'_>, g: usize) -> bool {
+    let r = &w.recs[g];
+    let mut body = Map::new();
+    for k in [
+        "action",
+        "actionParameters",
+        "granteeId",
+        "idempotencyKey",
+        "revision",
+        "subject",
+    ] {
+        body.insert(k, r.at(&[k]).cloned().unwrap_or_default());
+    }
+    let scope = string_set(r.at(&["scope"]));
+    body.insert(
+        "scope",
+        Value::Array(scope.iter().map(|s| Value::from(*s)).collect()),
+    );
+    let digest_ok =
+        binding_digest(&Value::Object(body)).is_ok_and(|d| d.render() == r.s(&["actionDigest"]));
+    let promote_ok = r.s(&["action"]) != "promote"
+        || (r.s(&["actionParameters", "targetRevision"]) == r.s(&["revision", "id"])
+            && r.s(&["actionParameters", "targetDigest"]) == r.s(&["revision", "digest"]));
+    !digest_ok
+        || r.s(&["issuerId"]) != w.owner
+        || scope.iter().any(|s| s.contains('*'))
+        || !promote_ok
+}
+
 /// Builds and checks every grant lineage. Invalid steps are flagged
 /// `AUTHORITY_LINEAGE_INVALID` (REJECT); double consumption is reported as
 /// `AUTHORITY_DOUBLE_CONSUMED` (REJECT). Orphans and competing heads are
@@ -109,7 +144,7 @@ pub(crate) fn grant_lineages<'a>(w: &mut Work<'a>) -> Vec<GrantLineage<'a>> {
     // inferred from it, spec §4.2).
     let mut defective = BTreeSet::new();
     for g in w.eligible_of(T::AuthorityGrant) {
-        if super::authority::grant_defect(w, g) {
+        if grant_defect(w, g) {
             w.flag(g, C::AuthorityWrongBinding);
             defective.insert(g);
         }

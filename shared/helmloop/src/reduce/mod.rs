@@ -32,20 +32,21 @@ mod frame;
 mod lineage;
 pub mod result;
 mod scope;
-pub mod time;
 mod verify;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+/// Timestamps (moved to [`crate::time`], shared with the schema programs; kept here by name).
+pub use crate::time;
 pub use axes::Axes;
 pub use codes::ReasonCode;
 pub use result::{Disposition, RecordResult, RecordStatus, ReductionResult};
 
 use crate::digest::Digest;
 use crate::error::C14nError;
-use crate::parse::{ParseOptions, RecordRoots, parse_records};
 use crate::schema::RecordType;
 use crate::value::Value;
+use crate::{ParseOptions, RecordRoots, parse_records};
 use frame::Frame;
 use time::{Millis, parse_timestamp};
 

@@ -336,7 +336,7 @@ impl ReductionResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse;
+    use crate::parse;
 
     /// `inputDigest` as a binding digest of the map, built the plain way.
     fn reference(input: &Value) -> Digest {

@@ -548,7 +548,7 @@ mod tests {
             }
         }
         for text in cases {
-            let v = crate::parse::parse(text.as_bytes()).unwrap();
+            let v = crate::parse(text.as_bytes()).unwrap();
             assert_eq!(bad_timestamp(&v), reference(&v), "{text}");
         }
     }

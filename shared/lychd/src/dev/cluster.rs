@@ -3,12 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use lychd_pg::{Cluster, Durability, PgError};
+use sqlx::postgres::PgConnectOptions;
 
-use super::configuration::loopback;
-
-/// The one database every office's schema lives in.
-pub(super) const DATABASE: &str = "lychd";
+use super::configuration::{DATABASE, loopback};
 
 /// A running cluster, stopped (and a throwaway one removed) by [`Postgres::stop`].
 pub(super) struct Postgres {
@@ -55,11 +54,19 @@ impl Postgres {
         self.port
     }
 
-    /// The database, and every office's roles and schema in it.
-    pub async fn provision(&self) -> anyhow::Result<()> {
-        lychd_pg::provision(self.port, DATABASE)
+    /// The database, and every office's roles and schema in it, each role with the password
+    /// of its file under `secrets` (`lychd provision database`'s code).
+    pub async fn provision(&self, secrets: &Path) -> anyhow::Result<()> {
+        let superuser = PgConnectOptions::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .username("postgres")
+            .database("postgres")
+            .application_name("lychd");
+        crate::provision::database::provision(&superuser, DATABASE, Some(secrets))
             .await
-            .map_err(|e| anyhow::anyhow!("provisioning: {e}"))
+            .context("provisioning")?;
+        Ok(())
     }
 
     pub fn stop(self) {

@@ -4,10 +4,15 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use lychd_runtime::Office;
 
-use super::cluster::DATABASE;
+/// The one database every office's schema lives in.
+pub(super) const DATABASE: &str = "lychd";
+
+/// Lifetime asked for the operator's dev session (Ward may cap it).
+pub(super) const OPERATOR_SESSION: Duration = Duration::from_secs(12 * 3600);
 
 /// The dev stack's one animator and the model its simulated runtime serves.
 pub(super) const DEV_ANIMATOR: &str = "sim0";
@@ -44,6 +49,8 @@ pub(super) struct Layout {
     configs: PathBuf,
     logs: PathBuf,
     credentials: PathBuf,
+    /// The database roles' password files (`lychd provision database` writes them).
+    pub secrets: PathBuf,
 }
 
 impl Layout {
@@ -62,6 +69,7 @@ impl Layout {
             configs: dev.join("config"),
             logs: dev.join("logs"),
             credentials: dev.join("credentials"),
+            secrets: dev.join("secrets"),
             dev,
         })
     }
@@ -165,11 +173,21 @@ impl Configs<'_> {
             "# written by `lychd dev`; regenerated at every start\n\
              [server]\nlisten = \"{}\"\n\n\
              [database]\nurl = \"postgres://{}@{pg}/{DATABASE}\"\n\
-             migrate_url = \"postgres://{}@{pg}/{DATABASE}\"\n\n\
+             password_file = \"{}\"\n\
+             migrate_url = \"postgres://{}@{pg}/{DATABASE}\"\n\
+             migrate_password_file = \"{}\"\n\n\
              [telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
             loopback(self.ports[&office]),
             office.runtime_role(),
+            self.layout
+                .secrets
+                .join(crate::provision::secrets::app_password(office))
+                .display(),
             office.owner_role(),
+            self.layout
+                .secrets
+                .join(crate::provision::secrets::owner_password(office))
+                .display(),
         );
         if let Some(file) = credential {
             s.push_str(&format!(
@@ -348,16 +366,19 @@ mod tests {
         let text = endpoints_json(&ports).expect("json");
         assert!(text.ends_with("}\n"), "{text}");
         let endpoints: BTreeMap<String, String> = serde_json::from_str(&text).expect("parse");
-        let expected: BTreeMap<String, String> = [
-            ("archive", "127.0.0.1:61234"),
-            ("dispatcher", "127.0.0.1:50051"),
-            ("helmloop", "127.0.0.1:50055"),
-            ("orchestrator", "127.0.0.1:50052"),
-            ("ward", "127.0.0.1:50053"),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .into();
+        // Every office by name at its loopback port: its default, the Archive's as chosen.
+        let expected: BTreeMap<String, String> = Office::ALL
+            .map(|o| {
+                let port = if o == Office::Archive {
+                    61234
+                } else {
+                    o.default_port()
+                };
+                (o.name().to_owned(), format!("127.0.0.1:{port}"))
+            })
+            .into();
         assert_eq!(endpoints, expected);
+        assert_eq!(endpoints["dispatcher"], "127.0.0.1:50051");
     }
 
     #[test]

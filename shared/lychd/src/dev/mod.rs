@@ -25,6 +25,8 @@ use supervision::Supervised;
 const WARD_START: Duration = Duration::from_secs(30);
 /// How long the other offices have to serve (each first exchanges its credential with Ward).
 const OFFICE_START: Duration = Duration::from_secs(45);
+/// How many times the offices' ports are chosen when one is taken between choosing and binding.
+const PORT_ATTEMPTS: u32 = 5;
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let bin_dir = supervision::office_bin_dir(args.no_build)?;
@@ -42,8 +44,7 @@ async fn run_offices(
     layout: &Layout,
     postgres: &Postgres,
 ) -> anyhow::Result<()> {
-    postgres.provision().await?;
-    let ports = configuration::choose_ports(args.base_port)?;
+    postgres.provision(&layout.secrets).await?;
     // No model runtime runs on a developer's machine: a simulated host stands in — the
     // resident animator's llama.cpp runtime and a simulated GPU of animators in conflict, whose
     // units the Orchestrator's `simulated` actuator starts and stops — and the Dispatcher's real
@@ -66,48 +67,37 @@ async fn run_offices(
         gpus.push(host.endpoint(name).await);
     }
     let host_control = host.control_endpoint();
-    let configs = Configs {
-        layout,
-        ports: &ports,
-        pg_port: postgres.port(),
-        runtime: &runtime_endpoint,
-        gpus: &gpus,
-        host_control: &host_control,
+    // Ports are chosen free, but another process (another stack) may take one before the
+    // office binds it: the office then fails to start, and the ports are chosen again. Nothing
+    // is published before every office serves on its own listener, identified by its instance
+    // id (`supervision`), so the endpoints file never names a port of anyone else's.
+    let mut attempt = 1;
+    let (ports, mut offices) = loop {
+        let ports = configuration::choose_ports(args.base_port)?;
+        let configs = Configs {
+            layout,
+            ports: &ports,
+            pg_port: postgres.port(),
+            runtime: &runtime_endpoint,
+            gpus: &gpus,
+            host_control: &host_control,
+        };
+        let mut offices = Vec::new();
+        let started = start_offices(&configs, bin_dir, layout, &mut offices).await;
+        match started {
+            Ok(()) => break (ports, offices),
+            Err(e) => {
+                supervision::stop_all(&mut offices).await;
+                match e.downcast_ref::<supervision::PortTaken>() {
+                    Some(taken) if attempt < PORT_ATTEMPTS => {
+                        eprintln!("{taken}; choosing the offices' ports again");
+                        attempt += 1;
+                    }
+                    _ => return Err(e),
+                }
+            }
+        }
     };
-    let mut offices = Vec::new();
-    for office in Office::ALL {
-        let supervised = Supervised::new(
-            office,
-            bin_dir.join(office.binary()),
-            configs.write(office)?,
-            layout.log(office),
-            ports[&office],
-        );
-        print!("{}", supervised.run_once("migrate").await?);
-        offices.push(supervised);
-    }
-
-    // Ward first: bootstrap once, then it decides for everyone.
-    let ward = supervision::find(&mut offices, Office::Ward);
-    bootstrap::bootstrap_ward(ward, layout).await?;
-    ward.start(WARD_START).await?;
-    let ward_channel = lychd_runtime::client::channel(&loopback_url(ports[&Office::Ward]))?;
-    let ward_had_credential = layout.credential(Office::Ward).is_file();
-    let session = bootstrap::operator_session(ward_channel.clone(), layout).await?;
-    bootstrap::enrol(ward_channel, &session, layout).await?;
-    if !ward_had_credential {
-        // First start: Ward ran without a credential of its own; now it has one.
-        configs.write(Office::Ward)?;
-        supervision::find(&mut offices, Office::Ward)
-            .restart(WARD_START)
-            .await?;
-    }
-    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
-        o.spawn()?;
-    }
-    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
-        o.wait_serving(OFFICE_START).await?;
-    }
 
     std::fs::write(&layout.endpoints, configuration::endpoints_json(&ports)?)?;
     print!(
@@ -117,7 +107,7 @@ async fn run_offices(
             &ports,
             &runtime_endpoint,
             &host_control,
-            bootstrap::OPERATOR_SESSION
+            configuration::OPERATOR_SESSION
         )
     );
 
@@ -125,5 +115,50 @@ async fn run_offices(
     supervision::stop_all(&mut offices).await;
     host.stop().await;
     let _ = std::fs::remove_file(&layout.endpoints);
+    Ok(())
+}
+
+/// Write each office's configuration and migrate it, start Ward (bootstrapped once; the
+/// operator's sessions and every principal enrolled), then the others, and wait until each
+/// serves as itself. The offices started so far are in `offices`, also on error.
+async fn start_offices(
+    configs: &Configs<'_>,
+    bin_dir: &Path,
+    layout: &Layout,
+    offices: &mut Vec<Supervised>,
+) -> anyhow::Result<()> {
+    for office in Office::ALL {
+        let supervised = Supervised::new(
+            office,
+            bin_dir.join(office.binary()),
+            configs.write(office)?,
+            layout.log(office),
+            configs.ports[&office],
+        );
+        print!("{}", supervised.run_once("migrate").await?);
+        offices.push(supervised);
+    }
+
+    // Ward first: bootstrap once, then it decides for everyone.
+    let ward = supervision::find(offices, Office::Ward);
+    bootstrap::bootstrap_ward(ward, layout).await?;
+    ward.start(WARD_START).await?;
+    let ward_channel = lychd_runtime::client::channel(&loopback_url(configs.ports[&Office::Ward]))?;
+    let ward_had_credential = layout.credential(Office::Ward).is_file();
+    bootstrap::operator_session(ward_channel.clone(), layout).await?;
+    bootstrap::enrol(ward_channel, layout).await?;
+    if !ward_had_credential {
+        // First start: Ward ran without a credential of its own; now it has one.
+        configs.write(Office::Ward)?;
+        supervision::find(offices, Office::Ward)
+            .restart(WARD_START)
+            .await?;
+    }
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.spawn()?;
+    }
+    for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.wait_serving(OFFICE_START).await?;
+    }
     Ok(())
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use lychd_runtime::Office;
 
-use super::bootstrap::SECRET_MODE;
 use super::configuration::{DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback};
+use crate::provision::secrets::SECRET_MODE;
 
 /// The summary printed once every office serves; `session` is the operator session's lifetime.
 pub(super) fn summary(
@@ -74,7 +74,7 @@ pub(super) fn summary(
             "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" {orchestrator} lychd.orchestrator.v1.Orchestrator/GetTopology"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" -d '{{\"capability_key\": \"{swap_to}:chat:{swap_model}\", \"priority\": 50}}' {orchestrator} lychd.orchestrator.v1.Orchestrator/RequestTransition"
+            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" -d '{{\"capability_key\": \"{swap_to}:chat:{swap_model}\", \"priority\": 50, \"request_id\": \"swap-1\", \"wait_ms\": 15000}}' {orchestrator} lychd.orchestrator.v1.Orchestrator/RequestTransition"
         ),
         String::new(),
         "Ctrl-C stops everything.".into(),
@@ -105,16 +105,13 @@ pub(super) fn duration_text(d: Duration) -> String {
 mod tests {
     use std::path::Path;
 
-    use super::super::bootstrap::OPERATOR_SESSION;
+    use super::super::configuration::OPERATOR_SESSION;
     use super::*;
 
     const RUNTIME: &str = "http://127.0.0.1:40000";
 
     fn ports() -> BTreeMap<Office, u16> {
-        Office::ALL
-            .into_iter()
-            .zip([61001, 61002, 61003, 61004, 61005])
-            .collect()
+        Office::ALL.into_iter().zip(61001..).collect()
     }
 
     fn layout() -> Layout {

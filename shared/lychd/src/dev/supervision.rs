@@ -1,6 +1,12 @@
 //! The offices as child processes: their binaries, one-shot commands (`migrate`, `bootstrap`),
 //! `serve` in a process group of its own with its log, readiness, restart with backoff after a
 //! crash, and stop.
+//!
+//! Readiness is identity: every start of an office gets a fresh instance id (passed in
+//! `LYCHD_INSTANCE`), and the office is taken as serving only when its port answers health
+//! SERVING *naming that id*. A process of another stack answering on the same port is not this
+//! office; when the office exits because its port was taken between choosing and binding, the
+//! wait says so ([`PortTaken`]) and the stack chooses its ports again.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -70,10 +76,32 @@ pub(super) struct Supervised {
     log: PathBuf,
     port: u16,
     child: Option<Child>,
+    /// The instance id of the current (or last) start.
+    instance: String,
     started: Instant,
     backoff: Backoff,
     restart_at: Option<Instant>,
 }
+
+/// An office exited before serving and its port is held by another process: it was taken
+/// between choosing and binding.
+#[derive(Debug)]
+pub(super) struct PortTaken {
+    pub office: Office,
+    pub port: u16,
+}
+
+impl std::fmt::Display for PortTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} could not bind port {}: another process took it",
+            self.office, self.port
+        )
+    }
+}
+
+impl std::error::Error for PortTaken {}
 
 impl Supervised {
     pub fn new(office: Office, binary: PathBuf, config: PathBuf, log: PathBuf, port: u16) -> Self {
@@ -84,10 +112,21 @@ impl Supervised {
             log,
             port,
             child: None,
+            instance: String::new(),
             started: Instant::now(),
             backoff: Backoff::default(),
             restart_at: None,
         }
+    }
+
+    /// The office's binary.
+    pub fn binary(&self) -> &std::path::Path {
+        &self.binary
+    }
+
+    /// The configuration file it runs with.
+    pub fn config(&self) -> &std::path::Path {
+        &self.config
     }
 
     fn command(&self, command: &str) -> Command {
@@ -114,14 +153,16 @@ impl Supervised {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Start `serve`, its standard error appended to its log.
+    /// Start `serve` as a new instance, its standard error appended to its log.
     pub fn spawn(&mut self) -> anyhow::Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?;
+        self.instance = uuid::Uuid::new_v4().simple().to_string();
         let child = self
             .command("serve")
+            .env(lychd_runtime::health::INSTANCE_ENV, &self.instance)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -147,6 +188,8 @@ impl Supervised {
         self.start(timeout).await
     }
 
+    /// Wait until this start of the office serves on its port (its own instance id answers);
+    /// [`PortTaken`] when it exited because another process holds the port.
     pub async fn wait_serving(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -155,13 +198,22 @@ impl Supervised {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
+                // Gone: nothing to stop.
+                self.child = None;
+                if !port_free(self.port) {
+                    return Err(anyhow::Error::new(PortTaken {
+                        office: self.office,
+                        port: self.port,
+                    })
+                    .context(format!("{} exited with {status}", self.office)));
+                }
                 bail!(
                     "{} exited with {status} before serving; see {}",
                     self.office,
                     self.log.display()
                 );
             }
-            if serving(self.port).await {
+            if serving(self.port, &self.instance).await {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -252,8 +304,9 @@ impl Backoff {
     }
 }
 
-/// Whether the office on `port` answers its health check SERVING.
-async fn serving(port: u16) -> bool {
+/// Whether the process on `port` is the office started as `instance` and answers its health
+/// check SERVING. Another process's answer (no instance id, or another one) is not.
+async fn serving(port: u16, instance: &str) -> bool {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
     let Ok(endpoint) = tonic::transport::Endpoint::from_shared(loopback_url(port)) else {
@@ -262,10 +315,24 @@ async fn serving(port: u16) -> bool {
     let Ok(channel) = endpoint.connect().await else {
         return false;
     };
-    matches!(
-        HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await,
-        Ok(r) if r.get_ref().status == 1
-    )
+    let Ok(answer) = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+    else {
+        return false;
+    };
+    let named = answer
+        .metadata()
+        .get(lychd_runtime::health::INSTANCE_HEADER)
+        .and_then(|v| v.to_str().ok());
+    answer.get_ref().status == 1 && named == Some(instance)
+}
+
+/// Whether nothing listens on loopback `port` (it can be bound now).
+fn port_free(port: u16) -> bool {
+    std::net::TcpListener::bind(super::configuration::loopback(port)).is_ok()
 }
 
 /// Restart crashed offices with backoff until SIGINT or SIGTERM.
@@ -415,6 +482,43 @@ mod tests {
         );
     }
 
+    /// Another process answering health SERVING on the office's port is not the office: the
+    /// wait does not take it for this start, and when the office exits (it could not bind),
+    /// the wait reports the port as taken so the stack chooses again.
+    #[tokio::test]
+    async fn another_process_serving_on_the_port_is_not_the_office() {
+        let _serial = PROCESSES.lock().await;
+        let dir = tempfile::tempdir().expect("tmp");
+        let listener = tokio::net::TcpListener::bind(super::super::configuration::loopback(0))
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (_reporter, health) = tonic_health::server::health_reporter();
+        let foreign = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(health)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+        );
+        assert!(
+            !serving(port, "anything").await,
+            "an answer without this start's id"
+        );
+        // Starting for a while (never serving), then failing to bind.
+        let mut ward = office_running(
+            dir.path(),
+            Office::Ward,
+            "sleep 1; echo 'cannot bind' >&2; exit 1",
+        );
+        ward.port = port;
+        let err = ward
+            .start(Duration::from_secs(20))
+            .await
+            .expect_err("never its own answer");
+        let taken = err.downcast_ref::<PortTaken>().expect("the port is taken");
+        assert_eq!((taken.office, taken.port), (Office::Ward, port));
+        foreign.abort();
+    }
+
     #[tokio::test]
     async fn a_crashed_office_is_restarted_after_the_backoff() {
         let _serial = PROCESSES.lock().await;
@@ -487,10 +591,15 @@ mod tests {
             "stopped on SIGTERM, not killed"
         );
         let stopped = std::fs::read_to_string(&order).expect("order");
-        assert_eq!(
-            stopped,
-            "dispatcher\norchestrator\narchive\nhelmloop\nward\n"
-        );
+        // Every office in the table's order, Ward last (the others ask it until they stop).
+        let expected: String = Office::ALL
+            .into_iter()
+            .filter(|o| *o != Office::Ward)
+            .chain([Office::Ward])
+            .map(|o| format!("{}\n", o.name()))
+            .collect();
+        assert_eq!(stopped, expected);
+        assert!(stopped.starts_with("dispatcher\n") && stopped.ends_with("ward\n"));
         for pid in pids {
             assert!(
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_err(),

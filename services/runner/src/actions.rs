@@ -1,0 +1,14 @@
+//! The actions this office enforces: its action catalogue (Ward decides each).
+
+lychd_runtime::auth::actions! {
+    /// describe the office (`Describe`)
+    DESCRIBE = "runner:describe";
+    /// start a run (`StartRun` on `run:*`)
+    START = "runner:start";
+    /// read one's own runs and their transitions (`GetRun` and `ListRunTransitions` on `run:<id>`, `ListRuns` on `run:*`)
+    READ = "runner:read";
+    /// see every principal's runs, not only one's own (`GetRun`, `ListRuns`, `ListRunTransitions`; on `run:*`)
+    READ_ALL = "runner:read_all";
+    /// cancel a run one started (`CancelRun` on `run:<id>`)
+    CANCEL = "runner:cancel";
+}

@@ -1,0 +1,161 @@
+//! A run's checkpoint: every field loop-contract v1 persists (`checkpoint.persisted_fields`)
+//! as canonical JSON (HL-C14N-1, `lychd-canon`), and a checksum over it — the state, the
+//! pending-effect ledger and the complete version envelope (`checkpoint.integrity`). A body
+//! whose checksum does not verify is corrupt: the run is quarantined for recovery review.
+//!
+//! In this slice the effect ledger, approvals, F/L/R, results and evaluator state are empty
+//! (nothing runs yet); they are present so the shape does not change when they fill.
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::budgets::{Budgets, CONTRACT};
+
+/// The domain of the checksum (a checksum of one kind of body is never another's).
+const DOMAIN: &[u8] = b"lychd.runner.checkpoint/v1\n";
+
+/// What a run's checkpoint says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot<'a> {
+    pub run_id: &'a str,
+    /// The aggregate version (the accepted-event cursor): one checkpoint per version.
+    pub version: i64,
+    pub generation: i64,
+    pub state: &'a str,
+    pub budgets: Budgets,
+    pub interrupt_pending: bool,
+    pub envelope: Envelope<'a>,
+}
+
+/// The version envelope: what a resume must be compatible with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    pub workflow_name: &'a str,
+    pub workflow_version: &'a str,
+    pub workflow_sha256: &'a str,
+    pub state_schema_version: &'a str,
+    pub fsm_sha256: &'a str,
+}
+
+/// A checkpoint's canonical body and its checksum (sha256 hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub body: Vec<u8>,
+    pub checksum: String,
+}
+
+/// The checksum of `body`.
+pub fn checksum(body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(DOMAIN);
+    h.update(body);
+    hex::encode(h.finalize())
+}
+
+/// Whether `body` is what `checksum` was computed over.
+pub fn verifies(body: &[u8], sum: &str) -> bool {
+    checksum(body) == sum
+}
+
+impl Snapshot<'_> {
+    /// The canonical body and checksum.
+    pub fn checkpoint(&self) -> Checkpoint {
+        let budgets: Map<String, Value> = CONTRACT
+            .iter()
+            .zip(self.budgets.0)
+            .map(|(l, v)| (l.field.to_owned(), json!(v)))
+            .collect();
+        let interrupts: Vec<&str> = if self.interrupt_pending {
+            vec!["cancel"]
+        } else {
+            Vec::new()
+        };
+        let e = &self.envelope;
+        let v = json!({
+            "schema": "lychd.runner.checkpoint/v1",
+            "run_id": self.run_id,
+            "generation": self.generation,
+            "accepted_event_cursor": self.version,
+            "state": self.state,
+            "pending_effects": [],
+            "pending_interrupts": interrupts,
+            "budgets": budgets,
+            "retries": {},
+            "approvals": [],
+            "f_state": {},
+            "l_supports": [],
+            "r_frontier": [],
+            "results": [],
+            "evaluator_state": {},
+            "versions": {
+                "workflow_name": e.workflow_name,
+                "workflow_version": e.workflow_version,
+                "workflow_sha256": e.workflow_sha256,
+                "state_schema_version": e.state_schema_version,
+                "fsm_sha256": e.fsm_sha256,
+            },
+        });
+        // Serializing a `Value` of strings, integers, arrays and objects cannot fail, and its
+        // bytes are JSON that canonicalizes.
+        let raw = serde_json::to_vec(&v).unwrap_or_default();
+        let body = lychd_canon::canonicalize(&raw).unwrap_or(raw);
+        let checksum = checksum(&body);
+        Checkpoint { body, checksum }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(state: &str) -> Snapshot<'_> {
+        Snapshot {
+            run_id: "r",
+            version: 2,
+            generation: 1,
+            state,
+            budgets: Budgets::contract(),
+            interrupt_pending: false,
+            envelope: Envelope {
+                workflow_name: "w",
+                workflow_version: "0.1.0",
+                workflow_sha256: "a",
+                state_schema_version: "0.1.0",
+                fsm_sha256: "f",
+            },
+        }
+    }
+
+    #[test]
+    fn the_body_is_canonical_holds_every_persisted_field_and_its_checksum_verifies() {
+        let c = snapshot("PLAN").checkpoint();
+        assert!(verifies(&c.body, &c.checksum));
+        assert_eq!(
+            lychd_canon::canonicalize(&c.body).expect("canonical"),
+            c.body
+        );
+        let v: Value = serde_json::from_slice(&c.body).expect("json");
+        for field in [
+            "state",
+            "pending_effects",
+            "pending_interrupts",
+            "budgets",
+            "retries",
+            "approvals",
+            "accepted_event_cursor",
+            "f_state",
+            "l_supports",
+            "r_frontier",
+            "results",
+            "evaluator_state",
+            "versions",
+        ] {
+            assert!(v.get(field).is_some(), "{field}");
+        }
+        assert_eq!(snapshot("PLAN").checkpoint(), c, "deterministic");
+        assert_ne!(snapshot("ACT").checkpoint().checksum, c.checksum);
+        let mut corrupt = c.body.clone();
+        corrupt[10] ^= 1;
+        assert!(!verifies(&corrupt, &c.checksum));
+    }
+}

@@ -1,0 +1,55 @@
+//! A start request's identity: its request id (idempotent per principal) and the digest of
+//! what it asked for (the same id with another digest is a conflict, never another run).
+
+use sha2::{Digest, Sha256};
+
+use super::budgets::Budgets;
+
+/// The state-schema version a run's state is written in (loop-contract v1's
+/// `state_schema_version`); resuming under another one needs an explicit migration.
+pub const STATE_SCHEMA_VERSION: &str = "0.1.0";
+/// Most bytes of a run's input (data, never control).
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+
+/// A request id: 1 to 128 of `A-Z a-z 0-9 . _ : -`.
+pub fn request_id_ok(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+}
+
+/// sha256 hex of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The digest of a start request: its workflow and input digests and its budgets.
+pub fn request_digest(workflow_sha256: &str, input_sha256: &str, budgets: &Budgets) -> String {
+    sha256(
+        format!(
+            "lychd.runner.start/v1\nworkflow={workflow_sha256}\ninput={input_sha256}\n{}",
+            budgets.canonical()
+        )
+        .as_bytes(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_and_digests() {
+        assert!(request_id_ok("run-1:a.b_c"));
+        for bad in ["", "has space", "é", &"x".repeat(129)] {
+            assert!(!request_id_ok(bad), "{bad:?}");
+        }
+        let b = Budgets::contract();
+        let d = request_digest("w", "i", &b);
+        assert_eq!(d, request_digest("w", "i", &b));
+        assert_ne!(d, request_digest("w", "j", &b));
+        let mut other = b;
+        other.0[0] = 1;
+        assert_ne!(d, request_digest("w", "i", &other));
+    }
+}

@@ -1,0 +1,315 @@
+//! The workflow document a run follows (`lychd.runner.workflow/v1`): a small declarative JSON
+//! object, validated with errors that name the JSON path (never a value).
+//!
+//! ```json
+//! {"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
+//!  "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
+//!  "steps": [{"id": "draft", "kind": "model", "family": "chat", "closes": ["summary"]}]}
+//! ```
+//!
+//! Step kinds today: `model` (a model step; `family` names the capability family) and `task`.
+//! Effect steps are refused until the runner executes effects (Runner II). Obligations are
+//! what a run must close before it may be verified; each names the evidence it requires.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+pub const SCHEMA: &str = "lychd.runner.workflow/v1";
+/// Most bytes a document may have.
+pub const MAX_BYTES: usize = 64 * 1024;
+/// Most steps (the contract's `max_steps`: a workflow longer than a run may go is refused).
+pub const MAX_STEPS: usize = 64;
+const MAX_OBLIGATIONS: usize = 64;
+const FAMILIES: [&str; 7] = [
+    "chat",
+    "vision",
+    "embedding",
+    "stt",
+    "tts",
+    "tool_execution",
+    "rerank",
+];
+
+/// A step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub id: String,
+    pub kind: StepKind,
+    /// The obligations this step's result may close.
+    pub closes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepKind {
+    Model { family: String },
+    Task,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obligation {
+    pub id: String,
+    pub evidence: Vec<String>,
+}
+
+/// A valid workflow document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workflow {
+    pub name: String,
+    pub version: String,
+    pub obligations: Vec<Obligation>,
+    pub steps: Vec<Step>,
+}
+
+/// Why a document is refused: the JSON pointer of the first bad place, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub path: String,
+    pub problem: &'static str,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at {}: {}", self.path, self.problem)
+    }
+}
+
+fn bad<T>(path: impl Into<String>, problem: &'static str) -> Result<T, Invalid> {
+    Err(Invalid {
+        path: path.into(),
+        problem,
+    })
+}
+
+fn slug(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn version(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| (1..=9).contains(&p.len()) && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn object<'a>(v: &'a Value, path: &str, keys: &[&str]) -> Result<&'a Map<String, Value>, Invalid> {
+    let Some(o) = v.as_object() else {
+        return bad(path, "must be an object");
+    };
+    if let Some(k) = o.keys().find(|k| !keys.contains(&k.as_str())) {
+        // The key itself is not echoed: it is caller content.
+        let _ = k;
+        return bad(path, "has a field the schema does not define");
+    }
+    Ok(o)
+}
+
+fn text<'a>(o: &'a Map<String, Value>, path: &str, key: &str) -> Result<&'a str, Invalid> {
+    match o.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => bad(format!("{path}/{key}"), "must be a string"),
+        None => bad(format!("{path}/{key}"), "is required"),
+    }
+}
+
+fn slug_at<'a>(o: &'a Map<String, Value>, path: &str, key: &str) -> Result<&'a str, Invalid> {
+    let s = text(o, path, key)?;
+    if slug(s) {
+        Ok(s)
+    } else {
+        bad(
+            format!("{path}/{key}"),
+            "must be a slug (a-z, 0-9, _ and -, at most 64)",
+        )
+    }
+}
+
+fn slugs(o: &Map<String, Value>, path: &str, key: &str) -> Result<Vec<String>, Invalid> {
+    let Some(v) = o.get(key) else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = v.as_array() else {
+        return bad(format!("{path}/{key}"), "must be an array");
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str() {
+            Some(s) if slug(s) && !out.iter().any(|o| o == s) => out.push(s.to_owned()),
+            Some(s) if slug(s) => return bad(format!("{path}/{key}/{i}"), "is listed twice"),
+            _ => return bad(format!("{path}/{key}/{i}"), "must be a slug"),
+        }
+    }
+    Ok(out)
+}
+
+fn array<'a>(o: &'a Map<String, Value>, key: &str, max: usize) -> Result<&'a Vec<Value>, Invalid> {
+    match o.get(key).map(Value::as_array) {
+        Some(Some(a)) if a.len() > max => bad(format!("/{key}"), "has more items than allowed"),
+        Some(Some(a)) => Ok(a),
+        Some(None) => bad(format!("/{key}"), "must be an array"),
+        None => bad(format!("/{key}"), "is required"),
+    }
+}
+
+impl Workflow {
+    /// Parse and validate `bytes`.
+    pub fn parse(bytes: &[u8]) -> Result<Workflow, Invalid> {
+        if bytes.is_empty() {
+            return bad("", "is required");
+        }
+        if bytes.len() > MAX_BYTES {
+            return bad("", "is larger than 64 KiB");
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
+            return bad("", "is not JSON");
+        };
+        let o = object(
+            &v,
+            "",
+            &["schema", "name", "version", "obligations", "steps"],
+        )?;
+        if text(o, "", "schema")? != SCHEMA {
+            return bad("/schema", "must be lychd.runner.workflow/v1");
+        }
+        let name = slug_at(o, "", "name")?.to_owned();
+        let ver = text(o, "", "version")?;
+        if !version(ver) {
+            return bad("/version", "must be MAJOR.MINOR.PATCH");
+        }
+        let mut obligations = Vec::new();
+        for (i, ov) in array(o, "obligations", MAX_OBLIGATIONS)?.iter().enumerate() {
+            let path = format!("/obligations/{i}");
+            let ob = object(ov, &path, &["id", "evidence"])?;
+            let id = slug_at(ob, &path, "id")?.to_owned();
+            if obligations.iter().any(|x: &Obligation| x.id == id) {
+                return bad(format!("{path}/id"), "is declared twice");
+            }
+            let evidence = slugs(ob, &path, "evidence")?;
+            obligations.push(Obligation { id, evidence });
+        }
+        let mut steps = Vec::new();
+        let items = array(o, "steps", MAX_STEPS)?;
+        if items.is_empty() {
+            return bad("/steps", "must have at least one step");
+        }
+        for (i, sv) in items.iter().enumerate() {
+            let path = format!("/steps/{i}");
+            let so = object(sv, &path, &["id", "kind", "family", "closes"])?;
+            let id = slug_at(so, &path, "id")?.to_owned();
+            if steps.iter().any(|x: &Step| x.id == id) {
+                return bad(format!("{path}/id"), "is declared twice");
+            }
+            let kind = match text(so, &path, "kind")? {
+                "model" => {
+                    let family = text(so, &path, "family")?;
+                    if !FAMILIES.contains(&family) {
+                        return bad(format!("{path}/family"), "must be a capability family");
+                    }
+                    StepKind::Model {
+                        family: family.to_owned(),
+                    }
+                }
+                "task" if so.contains_key("family") => {
+                    return bad(format!("{path}/family"), "is only for model steps");
+                }
+                "task" => StepKind::Task,
+                "effect" => {
+                    return bad(format!("{path}/kind"), "effect steps are not supported yet");
+                }
+                _ => return bad(format!("{path}/kind"), "must be model or task"),
+            };
+            let closes = slugs(so, &path, "closes")?;
+            if let Some(j) = closes
+                .iter()
+                .position(|c| !obligations.iter().any(|o| &o.id == c))
+            {
+                return bad(format!("{path}/closes/{j}"), "names no declared obligation");
+            }
+            steps.push(Step { id, kind, closes });
+        }
+        let closed: BTreeSet<&str> = steps
+            .iter()
+            .flat_map(|s| s.closes.iter().map(String::as_str))
+            .collect();
+        if let Some(i) = obligations
+            .iter()
+            .position(|o| !closed.contains(o.id.as_str()))
+        {
+            return bad(format!("/obligations/{i}"), "no step can close it");
+        }
+        Ok(Workflow {
+            name,
+            version: ver.to_owned(),
+            obligations,
+            steps,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
+        "obligations":[{"id":"summary","evidence":["model_answer"]}],
+        "steps":[{"id":"draft","kind":"model","family":"chat","closes":["summary"]},
+                 {"id":"check","kind":"task"}]}"#;
+
+    fn path_of(doc: &str) -> String {
+        Workflow::parse(doc.as_bytes()).expect_err(doc).path
+    }
+
+    #[test]
+    fn a_valid_document_parses() {
+        let w = Workflow::parse(GOOD.as_bytes()).expect("valid");
+        assert_eq!((w.name.as_str(), w.steps.len()), ("summarize", 2));
+        assert_eq!(
+            w.steps[0].kind,
+            StepKind::Model {
+                family: "chat".into()
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_the_path() {
+        for (from, to, path) in [
+            ("\"summarize\"", "\"Sum Up\"", "/name"),
+            ("\"0.1.0\"", "\"1\"", "/version"),
+            (
+                "\"family\":\"chat\"",
+                "\"family\":\"poetry\"",
+                "/steps/0/family",
+            ),
+            ("\"kind\":\"task\"", "\"kind\":\"effect\"", "/steps/1/kind"),
+            (
+                "\"closes\":[\"summary\"]",
+                "\"closes\":[\"nothing\"]",
+                "/steps/0/closes/0",
+            ),
+            (
+                "\"closes\":[\"summary\"]",
+                "\"closes\":[]",
+                "/obligations/0",
+            ),
+            ("\"id\":\"check\"", "\"id\":\"draft\"", "/steps/1/id"),
+            ("\"evidence\"", "\"proof\"", "/obligations/0"),
+            ("lychd.runner.workflow/v1", "other/v1", "/schema"),
+        ] {
+            assert_eq!(path_of(&GOOD.replace(from, to)), path, "{to}");
+        }
+        assert_eq!(path_of(""), "");
+        assert_eq!(path_of("[1]"), "");
+        assert_eq!(path_of("{"), "");
+        assert_eq!(
+            path_of(
+                r#"{"schema":"lychd.runner.workflow/v1","name":"a","version":"0.1.0","obligations":[],"steps":[]}"#
+            ),
+            "/steps"
+        );
+    }
+}

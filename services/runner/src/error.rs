@@ -1,0 +1,49 @@
+//! The office's refusals, each declared once (`refusals!`): its reasons (listed in
+//! `docs/refusals.md`), its one error type and their `tonic::Status`. Messages are lowercase
+//! and never echo a workflow document, an input or a refused value.
+
+lychd_runtime::refusal::refusals! {
+    /// The Runner's one error type: every refusal it answers, each declared once below.
+    #[derive(Debug, thiserror::Error)]
+    pub enum RunnerError in crate::OFFICE.domain();
+    common [InvalidArgument, invalid, Database];
+    shared [
+        REQUEST_ID_INVALID,
+        PAGE_TOKEN_INVALID,
+        STREAM_LIMIT_REACHED,
+        STREAM_SHARE_REACHED,
+    ];
+    streams [StreamLimit, StreamShare];
+    reasons {
+        /// `workflow` is not a valid `lychd.runner.workflow/v1` document (the description names the JSON path)
+        WORKFLOW_INVALID = InvalidArgument;
+        /// `input` is larger than 64 KiB
+        INPUT_TOO_LARGE = InvalidArgument;
+        /// a budget (`budgets.<name>`) is above loop-contract v1's maximum for it
+        BUDGET_ABOVE_CONTRACT = InvalidArgument;
+        /// `run_id` is not a UUID
+        RUN_ID_MALFORMED = InvalidArgument;
+        /// no run with this id that the caller may see (it never existed, or another principal started it)
+        RUN_NOT_FOUND = NotFound => RunNotFound;
+        /// this `request_id` already started a run with another workflow, input or budgets; nothing changed
+        START_REQUEST_CONFLICT = AlreadyExists => StartConflict;
+        /// the run ended in a terminal state other than `CANCELED`; nothing changed
+        RUN_FINISHED = FailedPrecondition => RunFinished;
+        /// the run has no checkpoint of this version
+        CHECKPOINT_NOT_FOUND = NotFound => CheckpointNotFound;
+        /// `version` is beyond any version
+        VERSION_OUT_OF_RANGE = InvalidArgument;
+        /// `after_sequence` is beyond any sequence
+        SEQUENCE_OUT_OF_RANGE = InvalidArgument;
+        /// the run's state, version or lease generation changed under this commit (another runner holds it); nothing changed
+        RUN_FENCED = Aborted => Fenced;
+    }
+    answers {
+        /// As many run streams are open as the office serves.
+        StreamLimit => STREAM_LIMIT_REACHED
+            with "the office serves as many run streams as it may; retry later";
+        /// The caller holds its whole share of the run streams.
+        StreamShare => STREAM_SHARE_REACHED
+            with "the caller holds its whole share of the office's run streams: close one of its own; others may still open theirs";
+    }
+}

@@ -1,0 +1,192 @@
+//! Proto ↔ typed conversions of `lychd.runner.v1`: requests decoded into commands with every
+//! bad field named (never its value), rows encoded into messages.
+
+use lychd_proto::runner::v1 as pb;
+use lychd_runtime::refusal::Violations;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::budgets::{Budgets, CONTRACT};
+use crate::domain::run::{MAX_INPUT_BYTES, request_id_ok};
+use crate::domain::workflow::Workflow;
+use crate::error::RunnerError;
+use crate::error::reasons::{
+    BUDGET_ABOVE_CONTRACT, INPUT_TOO_LARGE, REQUEST_ID_INVALID, RUN_ID_MALFORMED,
+    VERSION_OUT_OF_RANGE, WORKFLOW_INVALID,
+};
+use crate::service::checkpoints::CheckpointRow;
+use crate::service::runs::{RunRow, StartRun, TransitionRow};
+
+/// A `StartRun` request as a command; every bad field named.
+pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {
+    let mut v = Violations::new();
+    if !request_id_ok(&body.request_id) {
+        v.push(
+            "request_id",
+            REQUEST_ID_INVALID,
+            "must be 1 to 128 of A-Z a-z 0-9 . _ : -",
+        );
+    }
+    let workflow = match Workflow::parse(&body.workflow) {
+        Ok(w) => Some(w),
+        Err(bad) => {
+            v.push("workflow", WORKFLOW_INVALID, bad.to_string());
+            None
+        }
+    };
+    if body.input.len() > MAX_INPUT_BYTES {
+        v.push("input", INPUT_TOO_LARGE, "is larger than 64 KiB");
+    }
+    let b = body.budgets.unwrap_or_default();
+    let values = [
+        b.max_steps,
+        b.max_tool_calls,
+        b.max_retries_per_transition,
+        b.max_wall_seconds,
+        b.max_suspended_seconds,
+        b.max_tokens,
+        b.max_cost_milli,
+        b.max_recursion_depth,
+        b.max_parallelism,
+    ];
+    let budgets = match Budgets::requested(values) {
+        Ok(b) => Some(b),
+        Err(above) => {
+            for a in above {
+                v.push(
+                    format!("budgets.{}", a.field),
+                    BUDGET_ABOVE_CONTRACT,
+                    format!("is above the contract's maximum ({})", a.max),
+                );
+            }
+            None
+        }
+    };
+    match (workflow, budgets) {
+        (Some(workflow), Some(budgets)) if v.is_empty() => Ok(StartRun {
+            request_id: body.request_id,
+            workflow_bytes: body.workflow,
+            workflow,
+            input: body.input,
+            budgets,
+        }),
+        _ => Err(v.into()),
+    }
+}
+
+/// A run id (`field`): a UUID.
+pub fn run_id(field: &str, s: &str) -> Result<Uuid, RunnerError> {
+    match Uuid::parse_str(s) {
+        Ok(id) if id.hyphenated().to_string() == s => Ok(id),
+        _ => Err(RunnerError::invalid(
+            field,
+            RUN_ID_MALFORMED,
+            "must be a lowercase hyphenated UUID",
+        )),
+    }
+}
+
+fn timestamp(t: OffsetDateTime) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.unix_timestamp(),
+        nanos: i32::try_from(t.nanosecond()).unwrap_or(0),
+    }
+}
+
+fn budgets(b: &[i32; 9]) -> pb::Budgets {
+    let u = |i: usize| u64::try_from(b[i]).unwrap_or(0);
+    debug_assert_eq!(CONTRACT[6].field, "max_cost_milli");
+    pb::Budgets {
+        max_steps: u(0),
+        max_tool_calls: u(1),
+        max_retries_per_transition: u(2),
+        max_wall_seconds: u(3),
+        max_suspended_seconds: u(4),
+        max_tokens: u(5),
+        max_cost_milli: u(6),
+        max_recursion_depth: u(7),
+        max_parallelism: u(8),
+    }
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+pub fn run(r: &RunRow) -> pb::Run {
+    pb::Run {
+        run_id: r.id.hyphenated().to_string(),
+        request_id: r.request_id.clone(),
+        owner: r.owner.clone(),
+        state: r.state.clone(),
+        terminal_category: r.terminal_category.clone().unwrap_or_default(),
+        workflow_name: r.workflow_name.clone(),
+        workflow_version: r.workflow_version.clone(),
+        state_schema_version: r.state_schema_version.clone(),
+        fsm_sha256: r.fsm_sha256.clone(),
+        workflow_sha256: r.workflow_sha256.clone(),
+        input_sha256: r.input_sha256.clone(),
+        budgets: Some(budgets(&r.budgets)),
+        version: count(r.version),
+        generation: count(r.generation),
+        interrupt_pending: r.interrupt_pending,
+        created_at: Some(timestamp(r.created_at)),
+        updated_at: Some(timestamp(r.updated_at)),
+    }
+}
+
+pub fn transition(t: &TransitionRow) -> pb::RunTransition {
+    pb::RunTransition {
+        sequence: count(t.sequence),
+        transition_id: t.transition_id.hyphenated().to_string(),
+        run_id: t.run_id.hyphenated().to_string(),
+        version: count(t.version),
+        generation: count(t.generation),
+        source_state: t.source_state.clone(),
+        target_state: t.target_state.clone(),
+        trigger: t.trigger.clone(),
+        actor: t.actor.clone(),
+        workflow_version: t.workflow_version.clone(),
+        state_schema_version: t.state_schema_version.clone(),
+        recorded_at: Some(timestamp(t.recorded_at)),
+    }
+}
+
+/// An `InspectCheckpoint` request: the run and the version (`None`: the latest).
+pub fn inspect(body: &pb::InspectCheckpointRequest) -> Result<(Uuid, Option<i64>), RunnerError> {
+    let mut v = Violations::new();
+    let id = match run_id("run_id", &body.run_id) {
+        Ok(id) => Some(id),
+        Err(RunnerError::InvalidArgument(bad)) => {
+            v.extend(bad);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let version = match body.version {
+        0 => None,
+        n => match i64::try_from(n) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                v.push("version", VERSION_OUT_OF_RANGE, "must be at most 2^63 - 1");
+                None
+            }
+        },
+    };
+    match id {
+        Some(id) if v.is_empty() => Ok((id, version)),
+        _ => Err(v.into()),
+    }
+}
+
+pub fn checkpoint(c: &CheckpointRow) -> pb::Checkpoint {
+    pb::Checkpoint {
+        run_id: c.run_id.hyphenated().to_string(),
+        version: count(c.version),
+        generation: count(c.generation),
+        state: c.state.clone(),
+        body: c.body.clone(),
+        checksum: c.checksum.clone(),
+        created_at: Some(timestamp(c.created_at)),
+    }
+}

@@ -1,0 +1,56 @@
+//! The Runner office: continues bounded loop runs under loop-contract v1; holds no grant,
+//! hardware, consent or promotion authority of its own (it asks the offices that do).
+//!
+//! Built (issue 27, first slice): the control FSM as data (`domain::fsm`, the file
+//! `schemas/runner/run-fsm.v1.json`, checked at start-up), the workflow document, budgets never
+//! above the contract's, and runs as durable resources whose every state change is a fenced
+//! transition row with a checksummed checkpoint (`service::runs`, `service::checkpoints`,
+//! `store::runs`). Nothing drives a run past `CREATED` yet;
+//! see `docs/runner.md`.
+//!
+//! Layers: `grpc` (thin handlers: decode → authorize → call the service → encode), `service`
+//! (the use cases), `store` (SQL on the `runner` schema only), `domain` (pure rules: no
+//! sqlx, tonic or tokio, no clock), `actions` (its Ward actions), `error` (its refusals).
+
+pub mod actions;
+pub mod domain;
+pub mod error;
+pub mod grpc;
+pub mod service;
+pub mod store;
+
+use lychd_runtime::Office;
+use lychd_runtime::cli::OfficeSpec;
+use sqlx::migrate::Migrator;
+
+/// The office's migrations, applied by `lychd-runner migrate` as role `lychd_runner_owner`.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+pub const OFFICE: Office = Office::Runner;
+
+pub fn spec() -> OfficeSpec {
+    OfficeSpec {
+        office: OFFICE,
+        refusals: error::REFUSALS,
+        actions: actions::ALL,
+        migrator: &MIGRATOR,
+        start: grpc::start,
+        local_verifier: None,
+        self_authenticating: &[],
+        commands: &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_names_the_office_its_describe_action_and_its_refusal_domain() {
+        let spec = spec();
+        assert_eq!(spec.office, OFFICE);
+        assert!(spec.actions.iter().any(|a| a.name == "runner:describe"));
+        assert_eq!(spec.refusals.domain, OFFICE.domain());
+        assert!(MIGRATOR.iter().count() >= 1);
+    }
+}

@@ -1,0 +1,209 @@
+//! Runs as durable resources: a start recorded at once (idempotent per owner and request id),
+//! reads scoped to the owner (or every owner for a reader of all), cancellation through the
+//! control FSM only, and the run's transitions in order.
+//!
+//! Nothing drives a run past `CREATED` yet: the runner's step loop (leases, budgets,
+//! checkpoints) is the next slice of issue 27. Every state change this module makes is an
+//! edge of the FSM, committed under the run's version and lease generation.
+
+use uuid::Uuid;
+
+use super::Service;
+use crate::domain::budgets::Budgets;
+use crate::domain::checkpoint::{Checkpoint, Envelope, Snapshot};
+use crate::domain::run::{STATE_SCHEMA_VERSION, request_digest, sha256};
+use crate::domain::workflow::Workflow;
+use crate::error::RunnerError;
+use crate::store::runs::{self, NewRun, NewTransition, Started};
+pub use crate::store::runs::{RunRow, TransitionRow};
+
+/// A start request, decoded and valid.
+pub struct StartRun {
+    pub request_id: String,
+    pub workflow_bytes: Vec<u8>,
+    pub workflow: Workflow,
+    pub input: Vec<u8>,
+    pub budgets: Budgets,
+}
+
+/// Whose runs a reader sees.
+#[derive(Debug, Clone, Copy)]
+pub enum Reader<'a> {
+    /// Every principal's.
+    All,
+    /// Those this principal started.
+    Own(&'a str),
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn owner(self) -> Option<&'a str> {
+        match self {
+            Reader::All => None,
+            Reader::Own(p) => Some(p),
+        }
+    }
+}
+
+/// The FSM event a caller's cancellation is.
+pub const CANCEL_EVENT: &str = "cancel";
+
+impl Service {
+    /// Record the run `cmd` asks for, owned by `owner`; `(run, replayed)`.
+    pub async fn start(&self, owner: &str, cmd: &StartRun) -> Result<(RunRow, bool), RunnerError> {
+        let workflow_sha256 = sha256(&cmd.workflow_bytes);
+        let input_sha256 = sha256(&cmd.input);
+        let digest = request_digest(&workflow_sha256, &input_sha256, &cmd.budgets);
+        let budgets = cmd.budgets.0.map(|b| i32::try_from(b).unwrap_or(i32::MAX));
+        let id = Uuid::new_v4();
+        let run_id = id.hyphenated().to_string();
+        let first = Snapshot {
+            run_id: &run_id,
+            version: 1,
+            generation: 1,
+            state: self.fsm.initial(),
+            budgets: cmd.budgets,
+            interrupt_pending: false,
+            envelope: Envelope {
+                workflow_name: &cmd.workflow.name,
+                workflow_version: &cmd.workflow.version,
+                workflow_sha256: &workflow_sha256,
+                state_schema_version: STATE_SCHEMA_VERSION,
+                fsm_sha256: self.fsm.sha256(),
+            },
+        }
+        .checkpoint();
+        let started = runs::start(
+            &self.pool,
+            &NewRun {
+                id,
+                owner,
+                request_id: &cmd.request_id,
+                request_sha256: &digest,
+                workflow: &cmd.workflow_bytes,
+                workflow_sha256: &workflow_sha256,
+                workflow_name: &cmd.workflow.name,
+                workflow_version: &cmd.workflow.version,
+                state_schema_version: STATE_SCHEMA_VERSION,
+                fsm_sha256: self.fsm.sha256(),
+                input: &cmd.input,
+                input_sha256: &input_sha256,
+                budgets,
+                state: self.fsm.initial(),
+            },
+            &first,
+        )
+        .await?;
+        match started {
+            Started::New(run) => Ok((run, false)),
+            Started::Seen(run) if run.request_sha256 == digest => Ok((run, true)),
+            Started::Seen(_) => Err(RunnerError::StartConflict),
+        }
+    }
+
+    /// Run `id` as `reader` may see it.
+    pub async fn get(&self, id: Uuid, reader: Reader<'_>) -> Result<RunRow, RunnerError> {
+        runs::get(&self.pool, id, reader.owner())
+            .await?
+            .ok_or(RunnerError::RunNotFound)
+    }
+
+    /// Runs `reader` sees, newest first, listed before `before` (`None`: from the newest).
+    pub async fn list(
+        &self,
+        reader: Reader<'_>,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<RunRow>, RunnerError> {
+        Ok(runs::list(
+            &self.pool,
+            reader.owner(),
+            before.unwrap_or(i64::MAX),
+            limit,
+        )
+        .await?)
+    }
+
+    /// Transitions of run `id` (as `reader` may see it) after aggregate version `after`.
+    pub async fn transitions(
+        &self,
+        id: Uuid,
+        reader: Reader<'_>,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<TransitionRow>, RunnerError> {
+        self.get(id, reader).await?;
+        Ok(runs::transitions(&self.pool, id, after.unwrap_or(0), limit).await?)
+    }
+
+    /// Cancel run `id` of `owner`: the FSM's `cancel` edge from its state, or a durable
+    /// interrupt where the FSM has none (effect-critical states, recovery review); a canceled
+    /// run answers as it is, a run that ended otherwise is refused.
+    pub async fn cancel(&self, id: Uuid, owner: &str) -> Result<RunRow, RunnerError> {
+        let mut tx = self.pool.begin().await?;
+        let run = runs::lock(&mut tx, id, Some(owner))
+            .await?
+            .ok_or(RunnerError::RunNotFound)?;
+        let after = match self.fsm.next(&run.state, CANCEL_EVENT) {
+            Some(edge) => {
+                self.take(&mut tx, &run, &edge.to, CANCEL_EVENT, owner)
+                    .await?
+            }
+            None if run.terminal_category.as_deref() == Some("canceled") => Some(run),
+            None if self.fsm.is_terminal(&run.state) => return Err(RunnerError::RunFinished),
+            // Effect-critical (or under recovery review): the interrupt is recorded, honoured
+            // where the FSM can honour it.
+            None if run.interrupt_pending => Some(run),
+            None => runs::interrupt(&mut tx, &run).await?,
+        };
+        let after = after.ok_or(RunnerError::Fenced)?;
+        tx.commit().await?;
+        Ok(after)
+    }
+
+    /// Commit the FSM edge `event` → `to` on `run` (locked in `tx`) with its checkpoint, under
+    /// the fence; `None` when the fence moved (nothing written).
+    pub(super) async fn take(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        run: &RunRow,
+        to: &str,
+        event: &str,
+        actor: &str,
+    ) -> Result<Option<RunRow>, RunnerError> {
+        let checkpoint = self.checkpoint_of(run, run.version + 1, to);
+        Ok(runs::commit(
+            tx,
+            run,
+            &NewTransition {
+                source_state: &run.state,
+                target_state: to,
+                trigger: event,
+                actor,
+            },
+            self.fsm.category(to),
+            &checkpoint,
+        )
+        .await?)
+    }
+
+    /// The checkpoint of `run` at `version` in `state`.
+    pub(super) fn checkpoint_of(&self, run: &RunRow, version: i64, state: &str) -> Checkpoint {
+        let run_id = run.id.hyphenated().to_string();
+        Snapshot {
+            run_id: &run_id,
+            version,
+            generation: run.generation,
+            state,
+            budgets: Budgets(run.budgets.map(|b| u64::try_from(b).unwrap_or(0))),
+            interrupt_pending: run.interrupt_pending,
+            envelope: Envelope {
+                workflow_name: &run.workflow_name,
+                workflow_version: &run.workflow_version,
+                workflow_sha256: &run.workflow_sha256,
+                state_schema_version: &run.state_schema_version,
+                fsm_sha256: &run.fsm_sha256,
+            },
+        }
+        .checkpoint()
+    }
+}

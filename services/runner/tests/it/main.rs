@@ -1,0 +1,10 @@
+//! Integration tests of the Runner office: real PostgreSQL (test kit), real gRPC, Ward
+//! deciding every call.
+
+mod authority;
+mod checkpoints;
+mod common;
+mod fence;
+mod input;
+mod runs;
+mod watch;
