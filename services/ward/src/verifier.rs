@@ -1,7 +1,8 @@
 //! Ward's own answer to the [`Verifier`] question, straight from its tables: what the auth
 //! layer and `ServeContext::authorize` use inside the Ward office. No cache: every call is one
 //! fresh decision (plus its audit record; a token that authenticates nobody is counted in the
-//! verifier's [`Tally`] instead, under source `ward`).
+//! verifier's [`Tally`] instead, under source `ward`). Questions asked together are resolved
+//! together ([`Resolver`]).
 
 use std::sync::Arc;
 
@@ -10,13 +11,13 @@ use sqlx::PgPool;
 
 use crate::error::WardError;
 use crate::store::PrincipalRecord;
-use crate::store::decisions::{self, Authentication, DecisionRecord, Question};
+use crate::store::decisions::{self, Authentication, DecisionRecord, Question, Resolver};
 use crate::store::strangers::Tally;
 
 /// Decides from Ward's own database.
 #[derive(Clone)]
 pub struct LocalVerifier {
-    pool: PgPool,
+    resolver: Resolver,
     strangers: Arc<Tally>,
 }
 
@@ -28,7 +29,7 @@ impl LocalVerifier {
     pub fn new(pool: PgPool) -> Self {
         let (strangers, _writer) = Tally::start(pool.clone());
         LocalVerifier {
-            pool,
+            resolver: Resolver::start(pool),
             strangers: Arc::new(strangers),
         }
     }
@@ -59,7 +60,7 @@ fn unavailable(e: WardError) -> AuthError {
 #[tonic::async_trait]
 impl Verifier for LocalVerifier {
     async fn authenticate(&self, token: &str, audience: &str) -> Result<Principal, AuthError> {
-        match decisions::authenticate(&self.pool, token, audience)
+        match decisions::authenticate(&self.resolver, token, audience)
             .await
             .map_err(unavailable)?
         {
@@ -81,7 +82,7 @@ impl Verifier for LocalVerifier {
             expected_policy_generation: query.expected_policy_generation,
             asked_by: None,
         };
-        let d = decisions::authorize(&self.pool, &question)
+        let d = decisions::authorize(&self.resolver, &question)
             .await
             .map_err(unavailable)?;
         if d.reason.is_authentication_failure() {

@@ -18,7 +18,9 @@ use crate::store::decision_log::DecisionLog;
 use crate::store::strangers::Tally;
 
 pub use crate::store::audit::AuditRecord;
-pub use crate::store::decisions::{Asked, Authentication, DecisionRecord, Question, Resolved};
+pub use crate::store::decisions::{
+    Asked, Authentication, Batching, DecisionRecord, Question, Resolved, Resolver,
+};
 
 /// The object an asker must hold `ward:decide` on to ask about a token presented to
 /// `audience`.
@@ -48,7 +50,8 @@ pub fn decide_question<'a>(token: &'a str, object: &'a str) -> Question<'a> {
 }
 
 pub struct Decisions {
-    pool: PgPool,
+    /// Resolves the questions asked together in one statement.
+    resolver: Resolver,
     /// Records of the decisions asked over `Authorize` and `Authenticate`.
     log: DecisionLog,
     /// Counts of refusals of callers and tokens that authenticate nobody.
@@ -58,7 +61,7 @@ pub struct Decisions {
 impl Decisions {
     pub fn new(pool: PgPool, log: DecisionLog, strangers: Arc<Tally>) -> Self {
         Decisions {
-            pool,
+            resolver: Resolver::start(pool),
             log,
             strangers,
         }
@@ -71,7 +74,7 @@ impl Decisions {
 
     /// Resolve `token` presented to Ward itself (the caller's own).
     pub async fn authenticate(&self, token: &str) -> Result<Authentication> {
-        store::decisions::authenticate(&self.pool, token, crate::OFFICE.name()).await
+        store::decisions::authenticate(&self.resolver, token, crate::OFFICE.name()).await
     }
 
     /// `Authenticate` about `token` presented to `audience`, asked by `bearer` (from `source`).
@@ -86,9 +89,14 @@ impl Decisions {
     ) -> Result<Asked<Authentication>> {
         let object = decision_object(audience);
         let asker = decide_question(bearer, &object);
-        let asked =
-            store::decisions::authenticate_asked(&self.pool, &self.log, &asker, token, audience)
-                .await?;
+        let asked = store::decisions::authenticate_asked(
+            &self.resolver,
+            &self.log,
+            &asker,
+            token,
+            audience,
+        )
+        .await?;
         match &asked {
             Asked::Refused(d) => self.count_asker(source, d),
             Asked::Answered(Authentication::Refused(reason)) => {
@@ -109,7 +117,7 @@ impl Decisions {
     ) -> Result<Asked<DecisionRecord>> {
         let object = decision_object(q.audience);
         let asker = decide_question(bearer, &object);
-        let asked = store::decisions::authorize_asked(&self.pool, &self.log, &asker, q).await?;
+        let asked = store::decisions::authorize_asked(&self.resolver, &self.log, &asker, q).await?;
         match &asked {
             Asked::Refused(d) => self.count_asker(source, d),
             Asked::Answered(d) if d.reason.is_authentication_failure() => {
@@ -127,6 +135,11 @@ impl Decisions {
         }
     }
 
+    /// How much the questions asked so far were batched.
+    pub fn batching(&self) -> Batching {
+        self.resolver.batching()
+    }
+
     /// Write every decision answered and every refusal counted so far (before a listing).
     pub async fn flush(&self) -> Result<()> {
         self.log.flush().await?;
@@ -135,7 +148,7 @@ impl Decisions {
 
     /// One page of the audit, newest first.
     pub async fn audit(&self, size: u32, before: Option<i64>) -> Result<Page<AuditRecord>> {
-        store::audit::list(&self.pool, size, before).await
+        store::audit::list(self.resolver.pool(), size, before).await
     }
 }
 

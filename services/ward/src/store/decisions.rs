@@ -1,16 +1,17 @@
-//! Decisions: resolve a session token and, for authorization, answer one question — in one
-//! statement (`sql/resolve.sql`), then record the decision in the audit.
+//! Decisions: resolve a session token and, for authorization, answer one question — by the
+//! resolving statement (`sql/resolve.sql`), shared with the questions asked at the same time
+//! ([`Resolver`], ADR 0006), then record the decision in the audit.
 //!
-//! Two round trips on one connection: the resolving statement (a READ COMMITTED snapshot: a
-//! revocation whose commit returned before it started is seen), then the audit insert with
-//! asynchronous commit ([`audit::record_decision`]). The answer is given only after both.
+//! The resolving statement is a READ COMMITTED snapshot taken after the question was asked: a
+//! revocation whose commit returned before it was asked is seen. Ward's own checks then append
+//! their audit record (asynchronous commit, [`audit::record_decision`]) before answering.
 //! Successful authentications are not audited (the authorization that follows records the
 //! principal and generations). A token that authenticates nobody is not audited here either:
 //! its refusal is returned and the caller counts it ([`super::strangers`]), so strangers
 //! cannot grow the audit one row per call. A question asked by another principal
 //! (the `Authorize` and `Authenticate` RPCs, which need `ward:decide`) is resolved in the same
 //! statement as the asker's own question, and its records go to the [`DecisionLog`] (queued
-//! before the answer, written in batches behind it): one round trip.
+//! before the answer, written in batches behind it).
 
 use serde_json::json;
 use sqlx::postgres::PgPool;
@@ -23,6 +24,9 @@ use crate::domain::decision::{self, Reason, SessionFacts};
 use crate::domain::secret;
 use crate::error::Result;
 use lychd_auth::grammar::Object;
+
+mod batch;
+pub use batch::{Batching, Resolver};
 
 const RESOLVE_SQL: &str = include_str!("sql/resolve.sql");
 
@@ -129,74 +133,110 @@ struct Ask<'a> {
     about: Option<&'a Question<'a>>,
 }
 
-/// Resolve every ask in ONE statement on `conn` (one snapshot); the answers in order, `None`
-/// where no session has the token.
-async fn resolve(conn: &mut sqlx::PgConnection, asks: &[Ask<'_>]) -> Result<Vec<Option<Row>>> {
-    let mut answers: Vec<Option<Row>> = asks.iter().map(|_| None).collect();
-    // A malformed token is unknown without asking the database.
-    let sent: Vec<(usize, &Ask<'_>)> = asks
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| secret::well_formed(secret::SESSION_PREFIX, a.token))
-        .collect();
+/// A well-formed ask as the resolving statement binds it: owned, so it may travel to the
+/// [`Resolver`]'s batch. The token itself never leaves the caller — only its digest.
+struct Sent {
+    digest: Vec<u8>,
+    action: Option<String>,
+    object: Option<String>,
+    /// `<type>:*` of the object (`None` when the object has no valid type: objects outside the
+    /// grammar match no assignment, which are checked on the way in).
+    wildcard: Option<String>,
+    audience: String,
+    purpose: Option<String>,
+}
+
+impl Sent {
+    /// `None` for a malformed token: it is unknown without asking the database.
+    fn of(a: &Ask<'_>) -> Option<Sent> {
+        if !secret::well_formed(secret::SESSION_PREFIX, a.token) {
+            return None;
+        }
+        let q = a.about;
+        Some(Sent {
+            digest: secret::digest(a.token).to_vec(),
+            action: q.map(|q| q.action.to_owned()),
+            object: q.map(|q| q.object.to_owned()),
+            wildcard: q
+                .and_then(|q| Object::parse(q.object).ok())
+                .map(|o| o.type_wildcard()),
+            audience: a.audience.to_owned(),
+            purpose: q.map(|q| q.purpose.to_owned()),
+        })
+    }
+}
+
+/// Answer every sent ask in ONE statement on `conn` (one snapshot): a row per ask, in order,
+/// `None` where no session has the token.
+async fn run(conn: &mut sqlx::PgConnection, sent: &[Sent]) -> Result<Vec<Option<Row>>> {
+    let mut answers: Vec<Option<Row>> = sent.iter().map(|_| None).collect();
     if sent.is_empty() {
         return Ok(answers);
     }
-    let digests: Vec<Vec<u8>> = sent
-        .iter()
-        .map(|(_, a)| secret::digest(a.token).to_vec())
-        .collect();
-    // Objects outside the grammar match no assignment (assignments are checked on the way in).
-    let wildcards: Vec<Option<String>> = sent
-        .iter()
-        .map(|(_, a)| {
-            a.about
-                .and_then(|q| Object::parse(q.object).ok())
-                .map(|o| o.type_wildcard())
-        })
-        .collect();
+    let column =
+        |f: fn(&Sent) -> Option<&String>| -> Vec<Option<&String>> { sent.iter().map(f).collect() };
     let rows: Vec<Row> = sqlx::query_as(RESOLVE_SQL)
-        .bind(digests)
-        .bind(column(&sent, |q| q.action))
-        .bind(column(&sent, |q| q.object))
-        .bind(wildcards)
-        .bind(sent.iter().map(|(_, a)| a.audience).collect::<Vec<_>>())
-        .bind(column(&sent, |q| q.purpose))
+        .bind(sent.iter().map(|s| s.digest.as_slice()).collect::<Vec<_>>())
+        .bind(column(|s| s.action.as_ref()))
+        .bind(column(|s| s.object.as_ref()))
+        .bind(column(|s| s.wildcard.as_ref()))
+        .bind(sent.iter().map(|s| s.audience.as_str()).collect::<Vec<_>>())
+        .bind(column(|s| s.purpose.as_ref()))
         .fetch_all(&mut *conn)
         .await?;
     for row in rows {
         // `n` is the 1-based ordinal among the asks sent.
-        let at = usize::try_from(row.n - 1).ok().and_then(|i| sent.get(i));
-        if let Some((i, _)) = at {
-            answers[*i] = Some(row);
+        let at = usize::try_from(row.n - 1)
+            .ok()
+            .and_then(|i| answers.get_mut(i));
+        if let Some(answer) = at {
+            *answer = Some(row);
         }
     }
     Ok(answers)
 }
 
-/// One field of every sent question (`NULL` for authentication-only asks).
-fn column<'a>(sent: &[(usize, &Ask<'a>)], f: fn(&Question<'a>) -> &'a str) -> Vec<Option<&'a str>> {
-    sent.iter().map(|(_, a)| a.about.map(f)).collect()
+/// Resolve every ask through `resolver` (batched with the questions of concurrent callers, one
+/// statement per batch); the answers in order, `None` where no session has the token.
+async fn resolve(resolver: &Resolver, asks: &[Ask<'_>]) -> Result<Vec<Option<Row>>> {
+    let mut at = Vec::with_capacity(asks.len());
+    let mut sent = Vec::with_capacity(asks.len());
+    for (i, a) in asks.iter().enumerate() {
+        if let Some(s) = Sent::of(a) {
+            at.push(i);
+            sent.push(s);
+        }
+    }
+    let mut answers: Vec<Option<Row>> = asks.iter().map(|_| None).collect();
+    if sent.is_empty() {
+        return Ok(answers);
+    }
+    for (i, row) in at.into_iter().zip(resolver.resolve(sent).await?) {
+        answers[i] = row;
+    }
+    Ok(answers)
 }
 
 /// Who holds `token`, presented to `audience`, now? A refusal is audited before it is returned.
-pub async fn authenticate(pool: &PgPool, token: &str, audience: &str) -> Result<Authentication> {
-    let mut conn = pool.acquire().await?;
+pub async fn authenticate(
+    resolver: &Resolver,
+    token: &str,
+    audience: &str,
+) -> Result<Authentication> {
     let ask = Ask {
         token,
         audience,
         about: None,
     };
-    let [row] = resolved::<1>(resolve(&mut conn, &[ask]).await?);
+    let [row] = resolved::<1>(resolve(resolver, &[ask]).await?);
     authenticated(row)
 }
 
 /// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
 /// now? Every decision, allow or deny, is audited before it is returned.
-pub async fn authorize(pool: &PgPool, q: &Question<'_>) -> Result<DecisionRecord> {
-    let mut conn = pool.acquire().await?;
-    let [row] = resolved::<1>(resolve(&mut conn, &[ask(q)]).await?);
-    decided(&mut Records::Now(&mut conn), q, row).await
+pub async fn authorize(resolver: &Resolver, q: &Question<'_>) -> Result<DecisionRecord> {
+    let [row] = resolved::<1>(resolve(resolver, &[ask(q)]).await?);
+    decided(&mut Records::Now(resolver.pool()), q, row).await
 }
 
 /// The answer to a question another principal (the asker) put to Ward.
@@ -213,12 +253,12 @@ pub enum Asked<T> {
 /// allowance is not recorded separately — the decision's record names it as the actor — but
 /// its refusal is.
 pub async fn authorize_asked(
-    pool: &PgPool,
+    resolver: &Resolver,
     log: &DecisionLog,
     asker: &Question<'_>,
     q: &Question<'_>,
 ) -> Result<Asked<DecisionRecord>> {
-    let [asker_row, row] = resolve_asked(pool, asker, ask(q)).await?;
+    let [asker_row, row] = resolve_asked(resolver, asker, ask(q)).await?;
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
@@ -234,7 +274,7 @@ pub async fn authorize_asked(
 
 /// [`authenticate`] on behalf of an asker, as [`authorize_asked`].
 pub async fn authenticate_asked(
-    pool: &PgPool,
+    resolver: &Resolver,
     log: &DecisionLog,
     asker: &Question<'_>,
     token: &str,
@@ -245,7 +285,7 @@ pub async fn authenticate_asked(
         audience,
         about: None,
     };
-    let [asker_row, row] = resolve_asked(pool, asker, asked).await?;
+    let [asker_row, row] = resolve_asked(resolver, asker, asked).await?;
     let records = &mut Records::Log(log);
     match allowed_asker(records, asker, asker_row).await? {
         Err(refused) => Ok(Asked::Refused(refused)),
@@ -253,18 +293,18 @@ pub async fn authenticate_asked(
     }
 }
 
-/// Where decision records go: appended on the decision's own connection before the answer,
-/// or queued on the decision log.
+/// Where decision records go: appended before the answer, or queued on the decision log.
 enum Records<'a> {
-    Now(&'a mut sqlx::PgConnection),
+    Now(&'a PgPool),
     Log(&'a DecisionLog),
 }
 
 impl Records<'_> {
     async fn append(&mut self, e: Entry) -> Result<()> {
         match self {
-            Records::Now(conn) => {
-                audit::record_decision(conn, e.event, e.actor_id, e.subject_id, e.detail).await
+            Records::Now(pool) => {
+                let mut conn = pool.acquire().await?;
+                audit::record_decision(&mut conn, e.event, e.actor_id, e.subject_id, e.detail).await
             }
             Records::Log(log) => log.record(e),
         }
@@ -281,13 +321,12 @@ fn ask<'a>(q: &'a Question<'a>) -> Ask<'a> {
 
 /// The asker's own question and the one it asks, resolved in one statement.
 async fn resolve_asked(
-    pool: &PgPool,
+    resolver: &Resolver,
     asker: &Question<'_>,
     asked: Ask<'_>,
 ) -> Result<[Option<Row>; 2]> {
-    let mut conn = pool.acquire().await?;
     Ok(resolved::<2>(
-        resolve(&mut conn, &[ask(asker), asked]).await?,
+        resolve(resolver, &[ask(asker), asked]).await?,
     ))
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Isolation and lock order (every transaction that decides authority):
 //! - Decisions (`decisions::authorize`, `decisions::authenticate`) are ONE statement in its own
-//!   implicit READ COMMITTED transaction: one snapshot, the database clock, no lock, no cache.
+//!   implicit READ COMMITTED transaction: one snapshot, the database clock, no lock, no cache —
+//!   one statement per batch of questions asked together (`decisions::Resolver`, ADR 0006).
 //!   Their audit records are appended before the answer, or — for decisions asked over gRPC —
 //!   queued on the `decision_log` (ADR 0004).
 //! - Every administrative change, and every exchange, runs in an explicit READ COMMITTED

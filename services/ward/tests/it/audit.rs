@@ -74,7 +74,7 @@ async fn changes_and_decisions_are_recorded() {
         .unwrap();
     // So does a refused authentication.
     assert_eq!(
-        lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret(), "ward")
+        lychd_ward::store::decisions::authenticate(&w.resolver, s.token.expose_secret(), "ward")
             .await
             .unwrap(),
         lychd_ward::store::decisions::Authentication::Refused(Reason::SessionRevoked)

@@ -18,6 +18,8 @@ use uuid::Uuid;
 pub struct Ward {
     pub db: TestDb,
     pub pool: PgPool,
+    /// Decisions batched as the office batches them.
+    pub resolver: decisions::Resolver,
 }
 
 pub async fn runtime_pool(db: &TestDb, size: u32) -> PgPool {
@@ -47,7 +49,8 @@ impl Ward {
     pub async fn with_pool(size: u32) -> Self {
         let db = lychd_testkit::test_db().await;
         let pool = runtime_pool(&db, size).await;
-        Ward { db, pool }
+        let resolver = decisions::Resolver::start(pool.clone());
+        Ward { db, pool, resolver }
     }
 
     pub async fn superuser(&self) -> PgConnection {
@@ -123,7 +126,7 @@ impl Ward {
         expected_policy_generation: Option<i64>,
     ) -> DecisionRecord {
         decisions::authorize(
-            &self.pool,
+            &self.resolver,
             &decisions::Question {
                 token,
                 action,

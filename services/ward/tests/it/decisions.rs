@@ -30,7 +30,7 @@ async fn unknown_sessions_decide_nothing() {
             (None, 0, 0)
         );
         assert_eq!(
-            decisions::authenticate(&w.pool, token, "ward")
+            decisions::authenticate(&w.resolver, token, "ward")
                 .await
                 .unwrap(),
             Authentication::Refused(Reason::SessionUnknown)
@@ -62,7 +62,7 @@ async fn new_principals_have_no_power() {
         let (_, s) = w.session(p.id).await;
         let token = s.token.expose_secret();
         // Authenticated...
-        match decisions::authenticate(&w.pool, token, "ward")
+        match decisions::authenticate(&w.resolver, token, "ward")
             .await
             .unwrap()
         {
@@ -205,7 +205,7 @@ async fn expired_and_revoked_sessions_are_refused() {
         "nothing is said about whom an invalid token belonged to"
     );
     assert_eq!(
-        decisions::authenticate(&w.pool, short.token.expose_secret(), "ward")
+        decisions::authenticate(&w.resolver, short.token.expose_secret(), "ward")
             .await
             .unwrap(),
         Authentication::Refused(Reason::SessionExpired)

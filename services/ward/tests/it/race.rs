@@ -1,6 +1,9 @@
-//! Revocation racing authorization: once a revocation's commit has returned, every decision
-//! that starts afterwards denies. Many concurrent deciders run while the revocation commits;
-//! each records when its decision started and what it was.
+//! Revocation racing batched authorization: once a revocation's commit has returned, every
+//! decision that starts afterwards denies. Many concurrent deciders share one batching
+//! `Resolver` (as the office's callers do), so their questions are answered together, many per
+//! statement, while the revocation commits; each records when its decision started and what it
+//! was. The interleaving is drawn at random per case: which revocation, how long the deciders
+//! run before it, and how many there are.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,17 +26,23 @@ enum Revocation {
     Assignment,
 }
 
-/// Decisions (start, allowed) from `DECIDERS` tasks while `revoke` runs; returns them and the
-/// instant the revocation returned.
-async fn race(w: &Ward, what: Revocation, name: &str) -> (Vec<(Instant, Reason)>, Instant, Reason) {
+/// Decisions (start, allowed) from `deciders` tasks while `revoke` runs after `lead`; returns
+/// them and the instant the revocation returned.
+async fn race(
+    w: &Ward,
+    what: Revocation,
+    name: &str,
+    deciders: usize,
+    lead: Duration,
+) -> (Vec<(Instant, Reason)>, Instant, Reason) {
     let p = w.service(name).await;
     let assigned = w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
     let (c, s) = w.session(p.id).await;
     let token = s.token.expose_secret().to_owned();
     let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..DECIDERS)
+    let tasks: Vec<_> = (0..deciders)
         .map(|_| {
-            let pool = w.pool.clone();
+            let resolver = w.resolver.clone();
             let token = token.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
@@ -41,7 +50,7 @@ async fn race(w: &Ward, what: Revocation, name: &str) -> (Vec<(Instant, Reason)>
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
                     let d = lychd_ward::store::decisions::authorize(
-                        &pool,
+                        &resolver,
                         &lychd_ward::store::decisions::Question {
                             token: &token,
                             action: LEASE.0,
@@ -60,7 +69,7 @@ async fn race(w: &Ward, what: Revocation, name: &str) -> (Vec<(Instant, Reason)>
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(lead).await;
     let changed = match what {
         Revocation::Session => sessions::revoke(&w.pool, None, s.id).await.unwrap().changed,
         Revocation::Credential => {
@@ -99,47 +108,76 @@ async fn race(w: &Ward, what: Revocation, name: &str) -> (Vec<(Instant, Reason)>
     (all, returned, expected)
 }
 
+/// One drawn interleaving: decisions, each started before or after the revocation returned.
+async fn check(w: &Ward, what: Revocation, deciders: usize, lead: Duration) {
+    let name = format!("svc-{}", Uuid::new_v4().simple());
+    let (decisions, returned, expected) = race(w, what, &name[..20], deciders, lead).await;
+    let before = decisions.iter().filter(|(t, _)| *t < returned).count();
+    let after: Vec<_> = decisions.iter().filter(|(t, _)| *t > returned).collect();
+    let allowed_before = decisions
+        .iter()
+        .filter(|(t, r)| *t < returned && *r == Reason::Allowed)
+        .count();
+    assert!(
+        allowed_before > 0,
+        "{what:?}: the race must start from allowed decisions"
+    );
+    assert!(
+        after.len() > deciders,
+        "{what:?}: decisions must also start after the revocation ({})",
+        after.len()
+    );
+    for (_, reason) in &after {
+        assert_eq!(
+            *reason, expected,
+            "{what:?}: a decision started after the revocation returned"
+        );
+    }
+    // Before: only allowed or the revocation's own reason (the commit point lies in between).
+    assert!(
+        decisions
+            .iter()
+            .all(|(_, r)| *r == Reason::Allowed || *r == expected)
+    );
+    eprintln!(
+        "{what:?} ({deciders} deciders, {lead:?} lead): {before} decisions before, {} after the revocation returned",
+        after.len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_decision_started_after_a_revocation_returned_allows() {
     let w = Ward::with_pool(DECIDERS as u32 + 4).await;
+    // Every revocation once, then drawn interleavings (a fixed seed, printed, so a failure
+    // replays).
     for what in [
         Revocation::Session,
         Revocation::Credential,
         Revocation::Principal,
         Revocation::Assignment,
     ] {
-        let name = format!("svc-{}", Uuid::new_v4().simple());
-        let (decisions, returned, expected) = race(&w, what, &name[..20]).await;
-        let before = decisions.iter().filter(|(t, _)| *t < returned).count();
-        let after: Vec<_> = decisions.iter().filter(|(t, _)| *t > returned).collect();
-        let allowed_before = decisions
-            .iter()
-            .filter(|(t, r)| *t < returned && *r == Reason::Allowed)
-            .count();
-        assert!(
-            allowed_before > 0,
-            "{what:?}: the race must start from allowed decisions"
-        );
-        assert!(
-            after.len() > DECIDERS,
-            "{what:?}: decisions must also start after the revocation ({})",
-            after.len()
-        );
-        for (_, reason) in &after {
-            assert_eq!(
-                *reason, expected,
-                "{what:?}: a decision started after the revocation returned"
-            );
-        }
-        // Before: only allowed or the revocation's own reason (the commit point lies in between).
-        assert!(
-            decisions
-                .iter()
-                .all(|(_, r)| *r == Reason::Allowed || *r == expected)
-        );
-        eprintln!(
-            "{what:?}: {before} decisions before, {} after the revocation returned",
-            after.len()
-        );
+        check(&w, what, DECIDERS, Duration::from_millis(150)).await;
     }
+    let seed: u64 = std::env::var("RACE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_0031);
+    eprintln!("drawn interleavings: RACE_SEED={seed}");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
+    for _ in 0..8 {
+        use rand::Rng;
+        let what = [
+            Revocation::Session,
+            Revocation::Credential,
+            Revocation::Principal,
+            Revocation::Assignment,
+        ][rng.random_range(0..4)];
+        let deciders = rng.random_range(2..=DECIDERS);
+        let lead = Duration::from_millis(rng.random_range(20..=200));
+        check(&w, what, deciders, lead).await;
+    }
+    // The deciders' questions were answered together: fewer statements than questions.
+    let b = w.resolver.batching();
+    assert!(b.asks > b.statements, "decisions were not batched: {b:?}");
+    eprintln!("batching: {b:?}");
 }

@@ -49,7 +49,7 @@ async fn no_table_holds_a_secret() {
         let s = w.exchange(&rotated).await;
         secrets.push(s.token.expose_secret().to_owned());
         principals::revoke(&w.pool, None, p.id).await.unwrap();
-        lychd_ward::store::decisions::authenticate(&w.pool, s.token.expose_secret(), "ward")
+        lychd_ward::store::decisions::authenticate(&w.resolver, s.token.expose_secret(), "ward")
             .await
             .unwrap();
     }

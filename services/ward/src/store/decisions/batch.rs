@@ -1,0 +1,170 @@
+//! Batched resolution: the questions that arrive together are answered by ONE resolving
+//! statement (issue 31).
+//!
+//! One worker task per [`Resolver`] takes the first question waiting, then — once one of
+//! [`IN_FLIGHT`] statement slots is free — every question queued behind it, up to [`MAX_ASKS`],
+//! and answers them all in one statement on one connection. There is no timed window: a quiet
+//! office's lone question finds a free slot and is sent at once; under load the questions that
+//! arrive while the slots are busy form the next batch. A question waits at most for the
+//! statements in flight before it (each bounded by the pool's and the database's timeouts).
+//!
+//! Freshness is unchanged: a question joins a batch only after it was asked, and the batch's
+//! statement starts after it joined, so its READ COMMITTED snapshot sees every revocation whose
+//! commit returned before the question was asked. Nothing is cached.
+//!
+//! When a batch's statement fails, each caller resolves its own questions alone on a
+//! connection of its own and meets its own outcome (a database that is down is down for it
+//! too), so one failure is never fanned out as a guess.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlx::PgPool;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::{Row, Sent, run};
+use crate::error::Result;
+
+/// Statements resolving batches at once, at most (half of Ward's default pool of 8).
+pub const IN_FLIGHT: usize = 4;
+/// Questions answered by one statement, at most.
+pub const MAX_ASKS: usize = 256;
+/// Callers queued for the worker, at most (a full queue holds callers back: backpressure).
+const QUEUE: usize = 1024;
+
+/// One caller's questions and where their answers go: the rows, or the questions back when
+/// the batch's statement failed.
+struct Job {
+    sent: Vec<Sent>,
+    reply: oneshot::Sender<std::result::Result<Vec<Option<Row>>, Vec<Sent>>>,
+}
+
+/// How much batching happened (for tests and benchmarks).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// Resolving statements sent by the worker.
+    pub statements: u64,
+    /// Questions those statements answered.
+    pub asks: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    statements: AtomicU64,
+    asks: AtomicU64,
+}
+
+/// A handle on a batching worker (cheap to clone). The worker ends when every handle is
+/// dropped; it holds nothing that needs writing at shutdown.
+#[derive(Clone)]
+pub struct Resolver {
+    pool: PgPool,
+    queue: mpsc::Sender<Job>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Resolver")
+    }
+}
+
+impl Resolver {
+    /// Start the worker on `pool` (needs a tokio runtime).
+    pub fn start(pool: PgPool) -> Resolver {
+        let (queue, jobs) = mpsc::channel(QUEUE);
+        let counters = Arc::new(Counters::default());
+        tokio::spawn(work(pool.clone(), jobs, counters.clone()));
+        Resolver {
+            pool,
+            queue,
+            counters,
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn batching(&self) -> Batching {
+        Batching {
+            statements: self.counters.statements.load(Ordering::Relaxed),
+            asks: self.counters.asks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The row of every question, in order, from one batch's statement; alone when the batch
+    /// failed or the worker is gone.
+    pub(super) async fn resolve(&self, sent: Vec<Sent>) -> Result<Vec<Option<Row>>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = match self.queue.send(Job { sent, reply }).await {
+            Err(mpsc::error::SendError(job)) => job.sent,
+            Ok(()) => match answer.await {
+                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Err(sent)) => sent,
+                // The batch task ended without answering (the runtime is shutting down).
+                Err(_) => return Err(sqlx::Error::PoolClosed.into()),
+            },
+        };
+        let mut conn = self.pool.acquire().await?;
+        run(&mut conn, &sent).await
+    }
+}
+
+async fn work(pool: PgPool, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    while let Some(first) = jobs.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        // Everything that queued while the slots were busy joins this batch.
+        let mut asks = first.sent.len();
+        let mut batch = vec![first];
+        while asks < MAX_ASKS {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    asks += job.sent.len();
+                    batch.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        counters.statements.fetch_add(1, Ordering::Relaxed);
+        counters.asks.fetch_add(asks as u64, Ordering::Relaxed);
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            settle(&pool, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Answer every job of `batch` from one statement, or hand each its questions back.
+async fn settle(pool: &PgPool, batch: Vec<Job>) {
+    let mut replies = Vec::with_capacity(batch.len());
+    let mut all = Vec::new();
+    for job in batch {
+        replies.push((job.reply, job.sent.len()));
+        all.extend(job.sent);
+    }
+    let rows = match pool.acquire().await {
+        Ok(mut conn) => run(&mut conn, &all).await,
+        Err(e) => Err(e.into()),
+    };
+    match rows {
+        Ok(rows) => {
+            let mut rows = rows.into_iter();
+            for (reply, n) in replies {
+                // A caller that went away needs no answer.
+                let _ = reply.send(Ok(rows.by_ref().take(n).collect()));
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, questions = all.len(), "a batch of decisions failed: each is resolved alone");
+            let mut all = all.into_iter();
+            for (reply, n) in replies {
+                let _ = reply.send(Err(all.by_ref().take(n).collect()));
+            }
+        }
+    }
+}
