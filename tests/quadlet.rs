@@ -101,4 +101,3 @@ pub fn load(dir: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Unit> {
     }
     units
 }
-

@@ -235,6 +235,17 @@ fn check(dir: &Path) -> Vec<String> {
         if prov.one("Service", "Type") != Some("oneshot") {
             p.push("lychd-provision.container: not Type=oneshot".into());
         }
+        // It sets every office's role passwords from their files (and would try to write a
+        // missing one into the read-only secrets directory).
+        let mounted = mounted_secrets(prov);
+        for office in Office::ALL {
+            for role in ["owner", "app"] {
+                let secret = format!("lychd-{}-{role}-password", office.name());
+                if !mounted.contains(&secret) {
+                    p.push(format!("lychd-provision.container: no Secret={secret}"));
+                }
+            }
+        }
     }
 
     for office in Office::ALL {
@@ -432,6 +443,18 @@ fn each_broken_invariant_is_caught() {
                 })
             },
             "lychd-provision.container: DropCapability=all missing",
+        ),
+        (
+            "an office's role password not provisioned",
+            |d| {
+                edit(d, "lychd-provision.container", |t| {
+                    t.replace(
+                        "Secret=lychd-runner-app-password,type=mount,uid=10001,gid=10001,mode=0400\n",
+                        "",
+                    )
+                })
+            },
+            "lychd-provision.container: no Secret=lychd-runner-app-password",
         ),
         (
             "not started by the target",
