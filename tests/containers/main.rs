@@ -60,8 +60,14 @@ fn podman_ok(args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-/// Why podman cannot run a container here (None: it can).
+/// Why podman cannot run this test's containers here (None: it can).
 fn podman_missing() -> Option<String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Some(
+            "the test runs rootful podman (and builds the base images with debootstrap): run it as root"
+                .into(),
+        );
+    }
     match Command::new("podman")
         .args(["info", "--format", "{{.Host.OCIRuntime.Name}}"])
         .output()
