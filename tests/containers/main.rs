@@ -399,9 +399,19 @@ fn build_image() -> Duration {
         std::fs::create_dir_all(&host).expect("image cache dir");
         mounts.push(format!("{}:/src/target/release/{at}:rw", host.display()));
     }
+    let previous = podman(&["image", "inspect", "--format", "{{.Id}}", IMAGE]);
     let started = Instant::now();
     let mut cmd = Command::new("podman");
-    cmd.args(["build", "-f", "deploy/Containerfile", "-t", IMAGE]);
+    // No layer cache: the cargo caches above make a rebuild quick, and a cached build stage
+    // would leave a >1 GB image behind at every changed context.
+    cmd.args([
+        "build",
+        "--layers=false",
+        "-f",
+        "deploy/Containerfile",
+        "-t",
+        IMAGE,
+    ]);
     for m in &mounts {
         cmd.args(["-v", m]);
     }
@@ -420,7 +430,14 @@ fn build_image() -> Duration {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    started.elapsed()
+    let built = started.elapsed();
+    // The image this build replaced under the tag is no one's any more (it stays if in use).
+    let previous = text(&previous.stdout);
+    let now = podman_ok(&["image", "inspect", "--format", "{{.Id}}", IMAGE]);
+    if !previous.trim().is_empty() && previous.trim() != now.trim() {
+        let _ = podman(&["rmi", previous.trim()]);
+    }
+    built
 }
 
 fn grpcurl(args: &[&str]) -> Output {
