@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Podman for the container tests (deploy/README.md, "Tests in containers"), idempotent:
-# installs Debian's podman and runc when missing and makes podman usable on these machines:
+# installs Debian's podman, runc and debootstrap when missing and makes podman usable on these machines:
 # rootful with the `runc` runtime (crun fails on this kernel's cgroup setup) and no default
 # ulimits (`default_ulimits = []`: the defaults cannot be applied here). Run as root (or with
 # sudo available). Prints what it changed; changes nothing the second time.
@@ -11,6 +11,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
+# deploy/dev/base-images.sh builds the local base images with it.
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "podman-setup: installing ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
