@@ -907,3 +907,61 @@ impl Drop for Interrupted {
         let _ = child.start_kill();
     }
 }
+
+/// The translation (no podman needed): a unit's keys become their `podman run` arguments.
+fn translated(unit_text: &str) -> Vec<String> {
+    let mut units = BTreeMap::new();
+    units.insert(
+        "lychd-internal.network".to_owned(),
+        Unit::parse("[Network]\nNetworkName=lychd-internal\nInternal=true\n").expect("network"),
+    );
+    units.insert(
+        "x.container".to_owned(),
+        Unit::parse(unit_text).expect("unit"),
+    );
+    let run = Run {
+        id: "lt0".into(),
+        containers: Vec::new(),
+        secrets: Vec::new(),
+        networks: Vec::new(),
+        volumes: Vec::new(),
+    };
+    let ctx = Ctx {
+        run: &run,
+        units: &units,
+        config_dir: PathBuf::from("/cfg"),
+        hosts: Vec::new(),
+    };
+    run_args(&ctx, "x.container").0
+}
+
+#[test]
+fn units_translate_key_by_key_with_names_unique_to_the_run() {
+    let args = translated(
+        "[Container]\nImage=localhost/lychd:latest\nContainerName=lychd-x\nUser=10001:10001\n\
+         Exec=lychd-x serve\nNetwork=lychd-internal.network\nReadOnly=true\nNoNewPrivileges=true\n\
+         DropCapability=all\nSecret=lychd-x-credential,type=mount,uid=10001,gid=10001,mode=0400\n\
+         Volume=/etc/lychd/x.toml:/etc/lychd/x.toml:ro,Z\nTmpfs=/var/run/x:rw,mode=0775,uid=10001,gid=10001\n",
+    )
+    .join(" ");
+    for want in [
+        "--name lt0-lychd-x",
+        "--user 10001:10001",
+        "--network lt0-lychd-internal",
+        "--read-only=true",
+        "--security-opt no-new-privileges",
+        "--cap-drop all",
+        "--secret lt0-lychd-x-credential,target=lychd-x-credential,type=mount,uid=10001,gid=10001,mode=0400",
+        "--volume /cfg/x.toml:/etc/lychd/x.toml:ro,Z",
+        "--tmpfs /var/run/x:rw,mode=0775,U",
+        "--network-alias lychd-x localhost/lychd:latest lychd-x serve",
+    ] {
+        assert!(args.contains(want), "`{want}` in {args}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "is not translated by this test")]
+fn a_unit_key_the_translation_does_not_know_fails() {
+    translated("[Container]\nImage=i\nContainerName=c\nPodmanArgs=--privileged\n");
+}
