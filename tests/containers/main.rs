@@ -376,11 +376,25 @@ fn provision_in_image(run: &Run, secrets: &Path, extra: &[&str], command: &[&str
 
 const IMAGE: &str = "localhost/lychd:latest";
 
+/// Where the image build keeps its release outputs: `LYCHD_IMAGE_CACHE`, else the user's cache
+/// directory (`$XDG_CACHE_HOME` or `~/.cache`, then `lychd/image-build`) — per machine, outside
+/// the checkout, so a fresh clone (CI's) pays the cold release build only once per machine.
+fn image_cache() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LYCHD_IMAGE_CACHE") {
+        return PathBuf::from(dir);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|c| c.join("lychd").join("image-build"))
+        .unwrap_or_else(|| lychd_testkit::target_dir().join("lychd-image-cache"))
+}
+
 /// Build the image from the shipped Containerfile; the cargo registry and the release build's
 /// intermediate outputs are mounted from caches (the Containerfile is unchanged: its
 /// `cargo build` finds them and rebuilds only what changed).
 fn build_image() -> Duration {
-    let cache = lychd_testkit::target_dir().join("lychd-image-cache");
+    let cache = image_cache();
     let registry = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
