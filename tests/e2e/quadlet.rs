@@ -8,111 +8,15 @@
 //! migration and Ward; PostgreSQL is on the internal network alone; the target starts them all.
 //! A copy with one invariant broken must fail the check (`each_broken_invariant_is_caught`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use lychd_e2e::quadlet::{Unit, load};
 use lychd_runtime::Office;
 use lychd_runtime::config::OfficeConfig;
 
-/// One parsed unit: section → key → values in order (a key may repeat).
-#[derive(Debug, Default)]
-struct Unit {
-    sections: BTreeMap<String, BTreeMap<String, Vec<String>>>,
-}
-
-impl Unit {
-    /// systemd's INI: `[Section]`, `Key=Value` (repeatable), comments `#`/`;`, a trailing
-    /// backslash continues the line. Anything else is an error naming the line.
-    fn parse(text: &str) -> Result<Unit, String> {
-        let mut unit = Unit::default();
-        let mut section: Option<String> = None;
-        let mut pending = String::new();
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if pending.is_empty()
-                && (line.is_empty() || line.starts_with('#') || line.starts_with(';'))
-            {
-                continue;
-            }
-            if let Some(cont) = line.strip_suffix('\\') {
-                pending.push_str(cont);
-                pending.push(' ');
-                continue;
-            }
-            let line = std::mem::take(&mut pending) + line;
-            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-                section = Some(name.to_owned());
-                unit.sections.entry(name.to_owned()).or_default();
-                continue;
-            }
-            let Some((key, value)) = line.split_once('=') else {
-                return Err(format!("line {}: not `Key=Value`: {line}", n + 1));
-            };
-            let Some(section) = &section else {
-                return Err(format!("line {}: `{key}` outside a section", n + 1));
-            };
-            unit.sections
-                .get_mut(section)
-                .expect("section entered")
-                .entry(key.trim().to_owned())
-                .or_default()
-                .push(value.trim().to_owned());
-        }
-        if !pending.is_empty() {
-            return Err("the last line continues past the end".into());
-        }
-        Ok(unit)
-    }
-
-    fn all(&self, section: &str, key: &str) -> Vec<&str> {
-        self.sections
-            .get(section)
-            .and_then(|s| s.get(key))
-            .map(|v| v.iter().map(String::as_str).collect())
-            .unwrap_or_default()
-    }
-
-    /// The last value (systemd's rule for single-valued keys).
-    fn one(&self, section: &str, key: &str) -> Option<&str> {
-        self.all(section, key).last().copied()
-    }
-
-    /// Space-separated list values of every occurrence (`Requires=a b`, `Requires=c`).
-    fn list(&self, section: &str, key: &str) -> BTreeSet<&str> {
-        self.all(section, key)
-            .into_iter()
-            .flat_map(str::split_whitespace)
-            .collect()
-    }
-}
-
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
-}
-
-/// Every file of the Quadlet directory, parsed.
-fn load(dir: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Unit> {
-    let mut units = BTreeMap::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            problems.push(format!("{}: {e}", dir.display()));
-            return units;
-        }
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        match std::fs::read_to_string(entry.path())
-            .map_err(|e| e.to_string())
-            .and_then(|t| Unit::parse(&t))
-        {
-            Ok(unit) => {
-                units.insert(name, unit);
-            }
-            Err(e) => problems.push(format!("{name}: {e}")),
-        }
-    }
-    units
 }
 
 const TARGET: &str = "lychd.target";
@@ -331,6 +235,17 @@ fn check(dir: &Path) -> Vec<String> {
         if prov.one("Service", "Type") != Some("oneshot") {
             p.push("lychd-provision.container: not Type=oneshot".into());
         }
+        // It sets every office's role passwords from their files (and would try to write a
+        // missing one into the read-only secrets directory).
+        let mounted = mounted_secrets(prov);
+        for office in Office::ALL {
+            for role in ["owner", "app"] {
+                let secret = format!("lychd-{}-{role}-password", office.name());
+                if !mounted.contains(&secret) {
+                    p.push(format!("lychd-provision.container: no Secret={secret}"));
+                }
+            }
+        }
     }
 
     for office in Office::ALL {
@@ -528,6 +443,18 @@ fn each_broken_invariant_is_caught() {
                 })
             },
             "lychd-provision.container: DropCapability=all missing",
+        ),
+        (
+            "an office's role password not provisioned",
+            |d| {
+                edit(d, "lychd-provision.container", |t| {
+                    t.replace(
+                        "Secret=lychd-runner-app-password,type=mount,uid=10001,gid=10001,mode=0400\n",
+                        "",
+                    )
+                })
+            },
+            "lychd-provision.container: no Secret=lychd-runner-app-password",
         ),
         (
             "not started by the target",

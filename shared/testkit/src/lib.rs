@@ -13,14 +13,17 @@
 //! their own schemas as operators do.
 //!
 //! Database source, in order: `LYCHD_TEST_DATABASE_URL` (a superuser URL of a cluster you run);
-//! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container; needs a reachable engine — not built in
-//! yet, so it fails loudly); otherwise a cluster started from the machine's PostgreSQL binaries
+//! `LYCHD_TEST_CONTAINERS=1` (a PostgreSQL container started with the `testcontainers` crate
+//! through the Docker-compatible socket `DOCKER_HOST` names, e.g. podman's; shared by every
+//! test process like the local cluster: [`container_name`]); otherwise a cluster started from the machine's PostgreSQL binaries
 //! under `target/lychd-test-pg/`, shared through a lock file and reused by later runs
 //! (`LYCHD_TEST_PG_DURABILITY=durable`: a second one with production durability, under
 //! `target/lychd-test-pg-durable/`, for benches).
 //! A missing PostgreSQL fails the test with the install command; nothing is skipped.
 
 pub mod bench;
+mod container;
+pub use container::{LABEL as CONTAINER_LABEL, container_name};
 mod fault;
 pub use fault::{FaultProxy, Router};
 /// How the test kit's local cluster commits ([`durability`]).

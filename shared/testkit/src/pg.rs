@@ -73,7 +73,8 @@ struct Server {
     host: String,
     port: u16,
     admin_url: String,
-    /// The test kit's own local cluster (not one named by `LYCHD_TEST_DATABASE_URL`): only
+    /// The test kit's own local cluster or container (not one named by
+    /// `LYCHD_TEST_DATABASE_URL`): only
     /// there are the processes that created its databases visible in `/proc`.
     own: bool,
 }
@@ -100,9 +101,14 @@ fn start_server() -> Result<Server, String> {
         });
     }
     if std::env::var("LYCHD_TEST_CONTAINERS").as_deref() == Ok("1") {
-        return Err("LYCHD_TEST_CONTAINERS=1 asks for a PostgreSQL container, which this test kit does not \
-                    start yet; unset it to use the local binaries, or set LYCHD_TEST_DATABASE_URL"
-            .into());
+        let port = crate::container::start()?;
+        return Ok(Server {
+            host: "127.0.0.1".into(),
+            port,
+            admin_url: lychd_pg::superuser_url(port, "postgres"),
+            // Its databases were created by processes of this machine: orphans are collected.
+            own: true,
+        });
     }
     let durability = durability()?;
     let name = cluster_name(durability);
