@@ -13,6 +13,7 @@
 //! sqlx, tonic or tokio, no clock), `actions` (its Ward actions), `error` (its refusals).
 
 pub mod actions;
+pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;

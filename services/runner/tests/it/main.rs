@@ -7,4 +7,5 @@ mod common;
 mod fence;
 mod input;
 mod runs;
+mod steps;
 mod watch;

@@ -1,0 +1,283 @@
+//! The step loop: each runner process claims runnable runs under a lease (a new generation on
+//! every claim or takeover, renewed by heartbeat), verifies the latest checkpoint before
+//! resuming (a mismatch quarantines the run), and takes the control FSM's edges through the
+//! workflow's steps, every state commit fenced by the generation it holds. The rules of what
+//! to do next are pure (`domain::progress`); this module only reads, calls and commits.
+//!
+//! A commit refused by the fence means another runner holds the run (or a caller moved it):
+//! the driver re-reads it and stops when the generation is no longer its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::Service;
+use super::checkpoints::{MISMATCH_EVENT, RUNNER_ACTOR};
+use super::runs::{RunRow, progress_of_row};
+use crate::config::Settings;
+use crate::domain::budgets::Budgets;
+use crate::domain::checkpoint::{progress_of, verifies};
+use crate::domain::progress::{self, Next, Progress};
+use crate::domain::workflow::Workflow;
+use crate::error::RunnerError;
+use crate::store::runs::{self, NewTransition};
+
+/// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
+/// independent completion verifier (Runner II asks HelmLoop).
+pub const VERIFIER_STAND_IN: &str = "runner-obligation-check";
+
+/// One runner process's step loop.
+pub struct Driver {
+    service: Arc<Service>,
+    settings: Settings,
+    /// This process's lease holder name (unique per process).
+    holder: String,
+}
+
+/// Why driving a run stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The run reached a state the runner does not drive (terminal, quarantined, waiting).
+    Idle,
+    /// The run's generation moved: another runner holds it.
+    Fenced,
+}
+
+impl Driver {
+    pub fn new(service: Arc<Service>, settings: Settings) -> Driver {
+        let holder = format!("runner-{}-{}", std::process::id(), Uuid::new_v4().simple());
+        Driver {
+            service,
+            settings,
+            holder,
+        }
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn ttl(&self) -> i64 {
+        i64::try_from(self.settings.lease_ttl_ms).unwrap_or(i64::MAX)
+    }
+
+    /// Claim and drive runs until the process ends (at most `concurrency` at once).
+    pub async fn run(self: Arc<Self>) {
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.settings.concurrency));
+        let poll = Duration::from_millis(self.settings.poll_ms);
+        tracing::info!(holder = %self.holder, "step loop started");
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            match runs::claim(&self.service.pool, &self.holder, self.ttl()).await {
+                Ok(Some(run)) => {
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let id = run.id;
+                        if let Err(e) = me.drive(run).await {
+                            tracing::warn!(run = %id, error = %e, "driving a run failed; its lease will expire");
+                        }
+                        drop(slot);
+                    });
+                }
+                Ok(None) => {
+                    drop(slot);
+                    tokio::time::sleep(poll).await;
+                }
+                Err(e) => {
+                    drop(slot);
+                    tracing::warn!(error = %e, "claiming a run failed");
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        }
+    }
+
+    /// Drive a claimed run until it stops (a heartbeat renews its lease meanwhile).
+    pub async fn drive(&self, claimed: RunRow) -> Result<Stopped, RunnerError> {
+        let (id, generation) = (claimed.id, claimed.generation);
+        tracing::info!(run = %id, generation, "run claimed");
+        let heartbeat = {
+            let (pool, holder, ttl) = (self.service.pool.clone(), self.holder.clone(), self.ttl());
+            AbortOnDrop(tokio::spawn(async move {
+                let every = Duration::from_millis(u64::try_from(ttl / 3).unwrap_or(1).max(1));
+                loop {
+                    tokio::time::sleep(every).await;
+                    match runs::renew(&pool, id, generation, &holder, ttl).await {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(e) => tracing::warn!(run = %id, error = %e, "lease heartbeat failed"),
+                    }
+                }
+            }))
+        };
+        let stopped = self.steps(claimed).await;
+        drop(heartbeat);
+        if matches!(stopped, Ok(Stopped::Idle)) {
+            runs::release(&self.service.pool, id, generation, &self.holder, 0).await?;
+        }
+        if matches!(stopped, Ok(Stopped::Fenced)) {
+            tracing::info!(run = %id, generation, "fenced: another runner holds the run; stopped driving it");
+        }
+        stopped
+    }
+
+    async fn steps(&self, claimed: RunRow) -> Result<Stopped, RunnerError> {
+        let s = &self.service;
+        let mut run = match self.resume(claimed).await? {
+            Ok(run) => run,
+            Err(stopped) => return Ok(stopped),
+        };
+        let workflow = match Workflow::parse(&runs::workflow(&s.pool, run.id).await?) {
+            Ok(w) => w,
+            Err(_) => {
+                // Validated at start: a stored document that no longer parses is not driven.
+                tracing::error!(run = %run.id, "stored workflow does not parse; not driving it");
+                return Ok(Stopped::Idle);
+            }
+        };
+        let budgets = Budgets(run.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
+        loop {
+            let p = progress_of_row(&run);
+            let (event, after) =
+                match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
+                    Next::Idle => return Ok(Stopped::Idle),
+                    Next::Commit { event, progress } => (event, progress),
+                    Next::Call { index } => {
+                        // Never call a step without the lease: the generation must still be ours.
+                        if !runs::renew(&s.pool, run.id, run.generation, &self.holder, self.ttl())
+                            .await?
+                        {
+                            return Ok(Stopped::Fenced);
+                        }
+                        let (digest, tokens) = self.call(&run, &workflow, index).await?;
+                        let step = &workflow.steps[index].id;
+                        progress::after_result(&budgets, &p, step, digest, tokens)
+                    }
+                };
+            run = match self.advance(&run, event, &after).await? {
+                Some(after) => after,
+                None => match runs::get(&s.pool, run.id, None).await? {
+                    Some(now) if now.generation == run.generation => now,
+                    _ => return Ok(Stopped::Fenced),
+                },
+            };
+        }
+    }
+
+    /// Check the run's latest checkpoint before resuming it: its checksum must verify, it must
+    /// be of the run's version, and its progress must be the row's. Otherwise the run is
+    /// quarantined for recovery review (and not driven).
+    async fn resume(&self, run: RunRow) -> Result<Result<RunRow, Stopped>, RunnerError> {
+        let s = &self.service;
+        let latest = runs::checkpoint(&s.pool, run.id, None).await?;
+        let sound = latest.as_ref().is_some_and(|c| {
+            c.version == run.version
+                && verifies(&c.body, &c.checksum)
+                && progress_of(&c.body).as_ref() == Some(&progress_of_row(&run))
+        });
+        if sound {
+            return Ok(Ok(run));
+        }
+        tracing::warn!(run = %run.id, version = run.version, "checkpoint does not verify on resume; quarantining");
+        let Some(edge) = s.fsm.next(&run.state, MISMATCH_EVENT) else {
+            return Ok(Err(Stopped::Idle));
+        };
+        let mut tx = s.pool.begin().await?;
+        let to = edge.to.clone();
+        let taken = s
+            .take(&mut tx, &run, &to, MISMATCH_EVENT, RUNNER_ACTOR)
+            .await?;
+        tx.commit().await?;
+        // Fenced: what was read is stale (another runner holds the run); nothing was written.
+        Ok(Err(if taken.is_some() {
+            Stopped::Idle
+        } else {
+            Stopped::Fenced
+        }))
+    }
+
+    /// Commit FSM `event` from the run's state with `progress`, under the fence; `None` when
+    /// the fence moved (nothing written).
+    async fn advance(
+        &self,
+        run: &RunRow,
+        event: &str,
+        progress: &Progress,
+    ) -> Result<Option<RunRow>, RunnerError> {
+        let s = &self.service;
+        let Some(edge) = s.fsm.next(&run.state, event) else {
+            // The rules only issue events the FSM has from the state; never commit another.
+            tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
+            return Err(RunnerError::Fenced);
+        };
+        let to = edge.to.clone();
+        let actor = if event == "verified_pass" || event == "verified_reject" {
+            VERIFIER_STAND_IN
+        } else {
+            RUNNER_ACTOR
+        };
+        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, progress);
+        let json = progress.to_json().to_string();
+        let mut tx = s.pool.begin().await?;
+        let after = runs::commit_with(
+            &mut tx,
+            run,
+            &NewTransition {
+                source_state: &run.state,
+                target_state: &to,
+                trigger: event,
+                actor,
+            },
+            s.fsm.category(&to),
+            &checkpoint,
+            Some(&json),
+        )
+        .await?;
+        tx.commit().await?;
+        if let Some(a) = &after {
+            tracing::info!(
+                run_id = %a.id,
+                workflow_version = %a.workflow_version,
+                state_schema_version = %a.state_schema_version,
+                source_state = %run.state,
+                target_state = %a.state,
+                trigger = event,
+                actor,
+                generation = a.generation,
+                checkpoint_id = a.version,
+                "transition committed"
+            );
+        }
+        Ok(after)
+    }
+
+    /// Call step `index` of `w` for `run`: its result digest and the tokens it used.
+    async fn call(
+        &self,
+        run: &RunRow,
+        w: &Workflow,
+        index: usize,
+    ) -> Result<(String, u64), RunnerError> {
+        let step = &w.steps[index];
+        if self.settings.task_step_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
+        }
+        let run_id = run.id.hyphenated().to_string();
+        Ok((
+            progress::task_digest(&run_id, &step.id, &run.input_sha256),
+            0,
+        ))
+    }
+}
+
+/// A task aborted when dropped (the heartbeat of a run no longer driven).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
