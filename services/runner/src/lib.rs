@@ -17,6 +17,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod model;
 pub mod service;
 pub mod store;
 

@@ -385,9 +385,10 @@ async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
     ) else {
         return error(400, "model and messages are required");
     };
-    let served = s.models.iter().any(|m| {
-        m.id == model && matches!(m.status, None | Some(RouterStatus::Loaded))
-    });
+    let served = s
+        .models
+        .iter()
+        .any(|m| m.id == model && matches!(m.status, None | Some(RouterStatus::Loaded)));
     if !served {
         return error(404, "model not found");
     }

@@ -105,6 +105,9 @@ pub enum Next {
     },
     /// Call step `index` (this generation entered its attempt), then commit `step_result`.
     Call { index: usize },
+    /// The run waits for step `index`'s capability: ask for it again; when it is granted,
+    /// commit `capability_warm` and call the step.
+    Probe { index: usize },
     /// Nothing the runner may do: a state it does not drive (terminal, quarantined, effects).
     Idle,
 }
@@ -135,20 +138,37 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
         "ACT" => {
             // The attempt in flight was entered under an older generation: its outcome is
             // unknown (no effect in Runner I), so it counts as a transient failure.
-            if u64::from(p.attempt) >= budgets.0[RETRIES] {
-                return commit("retries_exhausted", p.clone());
-            }
-            let mut q = p.clone();
-            q.attempt += 1;
-            q.attempt_generation = generation;
-            commit("transient_failure", q)
+            let (event, progress) = retry(budgets, p, generation);
+            commit(event, progress)
         }
+        "WAIT_CAPABILITY" => Next::Probe { index: p.cursor },
         // Runner I: the runner's own obligation check stands in for the independent verifier
         // (Runner II asks HelmLoop): obligations closed and no effect at all, so none unknown.
         "VERIFY" if p.obligations_closed(w) => commit("verified_pass", p.clone()),
         "VERIFY" => commit("verified_reject", p.clone()),
         _ => Next::Idle,
     }
+}
+
+/// After a transient failure of the attempt in flight: the next attempt under `generation`
+/// (`transient_failure`, `ACT → ACT`), or `retries_exhausted` when the run's
+/// `max_retries_per_transition` attempts are spent.
+pub fn retry(budgets: &Budgets, p: &Progress, generation: i64) -> (&'static str, Progress) {
+    if u64::from(p.attempt) >= budgets.0[RETRIES] {
+        return ("retries_exhausted", p.clone());
+    }
+    let mut q = p.clone();
+    q.attempt += 1;
+    q.attempt_generation = generation;
+    ("transient_failure", q)
+}
+
+/// The progress when a waiting step's capability is granted: its attempt is entered again
+/// under `generation` (`capability_warm`, `WAIT_CAPABILITY → ACT`).
+pub fn warm(p: &Progress, generation: i64) -> Progress {
+    let mut q = p.clone();
+    q.attempt_generation = generation;
+    q
 }
 
 /// The progress after step `index`'s result `digest` (with `tokens` used) is recorded, or the
@@ -217,7 +237,7 @@ mod tests {
                     let step = &w.steps[index].id;
                     after_result(b, &p, step, task_digest("r", step, "i"), 0)
                 }
-                Next::Idle => return events,
+                Next::Idle | Next::Probe { .. } => return events,
             };
             state = fsm.next(&state, event).expect("an FSM edge").to.clone();
             p = q;
@@ -273,6 +293,24 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_waiting_step_is_probed_and_entered_again_under_the_new_generation_when_warm() {
+        let w = wf();
+        let b = Budgets::contract();
+        let p = Progress {
+            attempt: 1,
+            attempt_generation: 2,
+            ..Progress::default()
+        };
+        assert_eq!(
+            next(&w, &b, "WAIT_CAPABILITY", &p, 3),
+            Next::Probe { index: 0 }
+        );
+        let q = warm(&p, 3);
+        assert_eq!(next(&w, &b, "ACT", &q, 3), Next::Call { index: 0 });
+        assert_eq!(q.attempt, 1, "a wait is not an attempt");
     }
 
     #[test]

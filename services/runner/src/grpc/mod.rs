@@ -283,7 +283,8 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             Fsm::bound().map_err(|broken| anyhow::anyhow!("control fsm refused: {broken}"))?;
         let service = Service::new(ctx.pool.clone(), fsm);
         if settings.drive {
-            let driver = Arc::new(Driver::new(service.clone(), settings));
+            let models = crate::model::Models::new(&ctx)?;
+            let driver = Arc::new(Driver::new(service.clone(), models, settings));
             // The loop ends with the process; a lease it held expires and another runner
             // resumes the run from its last checkpoint.
             tokio::spawn(driver.run());

@@ -21,6 +21,7 @@ use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::progress::{self, Next, Progress};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
+use crate::model::{Answer, COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::runs::{self, NewTransition};
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
@@ -30,6 +31,7 @@ pub const VERIFIER_STAND_IN: &str = "runner-obligation-check";
 /// One runner process's step loop.
 pub struct Driver {
     service: Arc<Service>,
+    models: Models,
     settings: Settings,
     /// This process's lease holder name (unique per process).
     holder: String,
@@ -42,13 +44,16 @@ pub enum Stopped {
     Idle,
     /// The run's generation moved: another runner holds it.
     Fenced,
+    /// The run waits (a cold capability): given back, not claimed before this many ms.
+    Waiting(u64),
 }
 
 impl Driver {
-    pub fn new(service: Arc<Service>, settings: Settings) -> Driver {
+    pub fn new(service: Arc<Service>, models: Models, settings: Settings) -> Driver {
         let holder = format!("runner-{}-{}", std::process::id(), Uuid::new_v4().simple());
         Driver {
             service,
+            models,
             settings,
             holder,
         }
@@ -115,8 +120,15 @@ impl Driver {
         };
         let stopped = self.steps(claimed).await;
         drop(heartbeat);
-        if matches!(stopped, Ok(Stopped::Idle)) {
-            runs::release(&self.service.pool, id, generation, &self.holder, 0).await?;
+        match stopped {
+            Ok(Stopped::Idle) => {
+                runs::release(&self.service.pool, id, generation, &self.holder, 0).await?;
+            }
+            Ok(Stopped::Waiting(ms)) => {
+                let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+                runs::release(&self.service.pool, id, generation, &self.holder, ms).await?;
+            }
+            _ => {}
         }
         if matches!(stopped, Ok(Stopped::Fenced)) {
             tracing::info!(run = %id, generation, "fenced: another runner holds the run; stopped driving it");
@@ -130,41 +142,107 @@ impl Driver {
             Ok(run) => run,
             Err(stopped) => return Ok(stopped),
         };
-        let workflow = match Workflow::parse(&runs::workflow(&s.pool, run.id).await?) {
-            Ok(w) => w,
-            Err(_) => {
-                // Validated at start: a stored document that no longer parses is not driven.
-                tracing::error!(run = %run.id, "stored workflow does not parse; not driving it");
-                return Ok(Stopped::Idle);
-            }
+        let Ok(workflow) = Workflow::parse(&runs::workflow(&s.pool, run.id).await?) else {
+            // Validated at start: a stored document that no longer parses is not driven.
+            tracing::error!(run = %run.id, "stored workflow does not parse; not driving it");
+            return Ok(Stopped::Idle);
         };
         let budgets = Budgets(run.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
+        // A Dispatcher lease granted while waiting, used by the call right after `capability_warm`.
+        let mut held: Option<Held> = None;
         loop {
             let p = progress_of_row(&run);
-            let (event, after) =
+            let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
-                    Next::Commit { event, progress } => (event, progress),
+                    Next::Commit { event, progress } => (event, progress, Then::Go),
+                    Next::Probe { index } => match self.lease(&run, &workflow, index, &p).await {
+                        Leased::Granted(h) => {
+                            held = Some(h);
+                            (
+                                "capability_warm",
+                                progress::warm(&p, run.generation),
+                                Then::Go,
+                            )
+                        }
+                        Leased::Cold { wait_ms } => return Ok(Stopped::Waiting(wait_ms)),
+                        Leased::Failed(_) => return Ok(Stopped::Waiting(COLD_WAIT_MS)),
+                    },
                     Next::Call { index } => {
-                        // Never call a step without the lease: the generation must still be ours.
+                        // Never call a step without the run's lease: the generation must still
+                        // be ours.
                         if !runs::renew(&s.pool, run.id, run.generation, &self.holder, self.ttl())
                             .await?
                         {
+                            self.give_back(&mut held).await;
                             return Ok(Stopped::Fenced);
                         }
-                        let (digest, tokens) = self.call(&run, &workflow, index).await?;
                         let step = &workflow.steps[index].id;
-                        progress::after_result(&budgets, &p, step, digest, tokens)
+                        match self.call(&run, &workflow, index, &p, held.take()).await {
+                            Called::Done(answer) => {
+                                let (event, q) = progress::after_result(
+                                    &budgets,
+                                    &p,
+                                    step,
+                                    answer.digest,
+                                    answer.tokens,
+                                );
+                                (event, q, Then::Go)
+                            }
+                            Called::Cold { wait_ms } => {
+                                ("capability_cold", p.clone(), Then::Wait(wait_ms))
+                            }
+                            Called::Failed(Failure::Transient) => {
+                                let (event, q) = progress::retry(&budgets, &p, run.generation);
+                                (event, q, Then::Backoff(p.attempt))
+                            }
+                            Called::Failed(Failure::Permanent) => {
+                                ("permanent_failure", p.clone(), Then::Go)
+                            }
+                        }
                     }
                 };
             run = match self.advance(&run, event, &after).await? {
                 Some(after) => after,
                 None => match runs::get(&s.pool, run.id, None).await? {
-                    Some(now) if now.generation == run.generation => now,
-                    _ => return Ok(Stopped::Fenced),
+                    Some(now) if now.generation == run.generation => {
+                        self.give_back(&mut held).await;
+                        now
+                    }
+                    _ => {
+                        self.give_back(&mut held).await;
+                        return Ok(Stopped::Fenced);
+                    }
                 },
             };
+            match then {
+                Then::Go => {}
+                Then::Wait(ms) => return Ok(Stopped::Waiting(ms)),
+                Then::Backoff(attempt) => tokio::time::sleep(backoff(attempt)).await,
+            }
         }
+    }
+
+    /// Give back a Dispatcher lease this loop holds and will not use.
+    async fn give_back(&self, held: &mut Option<Held>) {
+        if let Some(h) = held.take() {
+            self.models.release(&h).await;
+        }
+    }
+
+    /// Lease the capability of model step `index` for the attempt in flight.
+    async fn lease(&self, run: &RunRow, w: &Workflow, index: usize, p: &Progress) -> Leased {
+        let Some(family) = progress::model_family(w, index) else {
+            return Leased::Failed(Failure::Permanent);
+        };
+        let run_id = run.id.hyphenated().to_string();
+        // One request id per attempt and generation: a retry of a lost answer gets the same
+        // grant, never a second lease.
+        let request_id = format!("{run_id}.{index}.{}.{}", p.attempt, run.generation);
+        let attempt_id = format!("{}.{}", w.steps[index].id, p.attempt);
+        self.models
+            .lease(family, &self.holder, &run_id, &attempt_id, &request_id)
+            .await
     }
 
     /// Check the run's latest checkpoint before resuming it: its checksum must verify, it must
@@ -254,23 +332,72 @@ impl Driver {
         Ok(after)
     }
 
-    /// Call step `index` of `w` for `run`: its result digest and the tokens it used.
+    /// Call step `index` of `w` for `run` (a model step under a Dispatcher lease: `held`, or
+    /// one leased now, always released after the call).
     async fn call(
         &self,
         run: &RunRow,
         w: &Workflow,
         index: usize,
-    ) -> Result<(String, u64), RunnerError> {
+        p: &Progress,
+        held: Option<Held>,
+    ) -> Called {
         let step = &w.steps[index];
-        if self.settings.task_step_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
+        if progress::model_family(w, index).is_none() {
+            if self.settings.task_step_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
+            }
+            let run_id = run.id.hyphenated().to_string();
+            return Called::Done(Answer {
+                digest: progress::task_digest(&run_id, &step.id, &run.input_sha256),
+                tokens: 0,
+            });
         }
-        let run_id = run.id.hyphenated().to_string();
-        Ok((
-            progress::task_digest(&run_id, &step.id, &run.input_sha256),
-            0,
-        ))
+        let held = match held {
+            Some(h) => h,
+            None => match self.lease(run, w, index, p).await {
+                Leased::Granted(h) => h,
+                Leased::Cold { wait_ms } => return Called::Cold { wait_ms },
+                Leased::Failed(f) => return Called::Failed(f),
+            },
+        };
+        let input = match runs::input(&self.service.pool, run.id).await {
+            Ok(input) => input,
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "reading the run's input failed");
+                self.models.release(&held).await;
+                return Called::Failed(Failure::Transient);
+            }
+        };
+        let answer = self.models.chat(&held, &step.id, &input).await;
+        self.models.release(&held).await;
+        match answer {
+            Ok(a) => Called::Done(a),
+            Err(f) => Called::Failed(f),
+        }
     }
+}
+
+/// What a step's call came to.
+enum Called {
+    Done(Answer),
+    Cold { wait_ms: u64 },
+    Failed(Failure),
+}
+
+/// What the loop does after a commit.
+enum Then {
+    Go,
+    /// Give the run back, not to be claimed before this many ms (a typed wait).
+    Wait(u64),
+    /// Sleep before the next attempt (after `attempt` failed).
+    Backoff(u32),
+}
+
+/// Bounded exponential backoff before the attempt after `attempt`: 100 ms doubling, at most
+/// 3.2 s.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100 << attempt.saturating_sub(1).min(5))
 }
 
 /// A task aborted when dropped (the heartbeat of a run no longer driven).

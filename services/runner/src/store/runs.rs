@@ -543,3 +543,11 @@ pub async fn workflow(pool: &PgPool, id: Uuid) -> Result<Vec<u8>, sqlx::Error> {
         .fetch_one(pool)
         .await
 }
+
+/// The input bytes of run `id` (data: sent to a model step, never logged).
+pub async fn input(pool: &PgPool, id: Uuid) -> Result<Vec<u8>, sqlx::Error> {
+    sqlx::query_scalar("SELECT input FROM runner.runs WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+}

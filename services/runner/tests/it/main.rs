@@ -6,6 +6,7 @@ mod checkpoints;
 mod common;
 mod fence;
 mod input;
+mod model;
 mod replicas;
 mod runs;
 mod steps;

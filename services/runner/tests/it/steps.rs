@@ -26,6 +26,7 @@ fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
     let service = Service::new(s.spawned.ctx.pool.clone(), Fsm::bound().expect("fsm"));
     Driver::new(
         service,
+        lychd_runner::model::Models::none(),
         Settings {
             drive: true,
             lease_ttl_ms: 60_000,
