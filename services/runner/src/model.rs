@@ -101,11 +101,13 @@ impl Models {
         Models { dispatcher: None }
     }
 
-    /// Lease a capability of `family_name` for `holder`, attempt `attempt_id` of `run_id`;
-    /// `request_id` makes a retry of the same attempt get the same answer.
+    /// Lease a capability of `family_name` (of `model`, when named) for `holder`, attempt
+    /// `attempt_id` of `run_id`; `request_id` makes a retry of the same attempt get the same
+    /// answer.
     pub async fn lease(
         &self,
         family_name: &str,
+        model: Option<&str>,
         holder: &str,
         run_id: &str,
         attempt_id: &str,
@@ -119,6 +121,7 @@ impl Models {
             .lease(dpb::LeaseRequest {
                 demand: Some(dpb::Demand {
                     family: family(family_name) as i32,
+                    model_id: model.unwrap_or_default().to_owned(),
                     ..Default::default()
                 }),
                 holder: holder.to_owned(),

@@ -205,10 +205,10 @@ pub fn task_digest(run_id: &str, step: &str, input_sha256: &str) -> String {
     super::run::sha256(format!("lychd.runner.task/v1\n{run_id}\n{step}\n{input_sha256}").as_bytes())
 }
 
-/// Whether `w`'s step `index` is a model step, and its family.
-pub fn model_family(w: &Workflow, index: usize) -> Option<&str> {
+/// Whether `w`'s step `index` is a model step: its family and the model it names, if any.
+pub fn model_of(w: &Workflow, index: usize) -> Option<(&str, Option<&str>)> {
     match &w.steps.get(index)?.kind {
-        StepKind::Model { family } => Some(family),
+        StepKind::Model { family, model } => Some((family, model.as_deref())),
         StepKind::Task => None,
     }
 }

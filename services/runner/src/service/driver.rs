@@ -22,6 +22,7 @@ use crate::domain::progress::{self, Next, Progress};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::model::{Answer, COLD_WAIT_MS, Failure, Held, Leased, Models};
+use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
@@ -76,7 +77,7 @@ impl Driver {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 return;
             };
-            match runs::claim(&self.service.pool, &self.holder, self.ttl()).await {
+            match leases::claim(&self.service.pool, &self.holder, self.ttl()).await {
                 Ok(Some(run)) => {
                     let me = self.clone();
                     tokio::spawn(async move {
@@ -110,7 +111,7 @@ impl Driver {
                 let every = Duration::from_millis(u64::try_from(ttl / 3).unwrap_or(1).max(1));
                 loop {
                     tokio::time::sleep(every).await;
-                    match runs::renew(&pool, id, generation, &holder, ttl).await {
+                    match leases::renew(&pool, id, generation, &holder, ttl).await {
                         Ok(true) => {}
                         Ok(false) => return,
                         Err(e) => tracing::warn!(run = %id, error = %e, "lease heartbeat failed"),
@@ -122,11 +123,11 @@ impl Driver {
         drop(heartbeat);
         match stopped {
             Ok(Stopped::Idle) => {
-                runs::release(&self.service.pool, id, generation, &self.holder, 0).await?;
+                leases::release(&self.service.pool, id, generation, &self.holder, 0).await?;
             }
             Ok(Stopped::Waiting(ms)) => {
                 let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-                runs::release(&self.service.pool, id, generation, &self.holder, ms).await?;
+                leases::release(&self.service.pool, id, generation, &self.holder, ms).await?;
             }
             _ => {}
         }
@@ -142,7 +143,7 @@ impl Driver {
             Ok(run) => run,
             Err(stopped) => return Ok(stopped),
         };
-        let Ok(workflow) = Workflow::parse(&runs::workflow(&s.pool, run.id).await?) else {
+        let Ok(workflow) = Workflow::parse(&leases::workflow(&s.pool, run.id).await?) else {
             // Validated at start: a stored document that no longer parses is not driven.
             tracing::error!(run = %run.id, "stored workflow does not parse; not driving it");
             return Ok(Stopped::Idle);
@@ -171,7 +172,7 @@ impl Driver {
                     Next::Call { index } => {
                         // Never call a step without the run's lease: the generation must still
                         // be ours.
-                        if !runs::renew(&s.pool, run.id, run.generation, &self.holder, self.ttl())
+                        if !leases::renew(&s.pool, run.id, run.generation, &self.holder, self.ttl())
                             .await?
                         {
                             self.give_back(&mut held).await;
@@ -232,7 +233,7 @@ impl Driver {
 
     /// Lease the capability of model step `index` for the attempt in flight.
     async fn lease(&self, run: &RunRow, w: &Workflow, index: usize, p: &Progress) -> Leased {
-        let Some(family) = progress::model_family(w, index) else {
+        let Some((family, model)) = progress::model_of(w, index) else {
             return Leased::Failed(Failure::Permanent);
         };
         let run_id = run.id.hyphenated().to_string();
@@ -241,7 +242,14 @@ impl Driver {
         let request_id = format!("{run_id}.{index}.{}.{}", p.attempt, run.generation);
         let attempt_id = format!("{}.{}", w.steps[index].id, p.attempt);
         self.models
-            .lease(family, &self.holder, &run_id, &attempt_id, &request_id)
+            .lease(
+                family,
+                model,
+                &self.holder,
+                &run_id,
+                &attempt_id,
+                &request_id,
+            )
             .await
     }
 
@@ -343,7 +351,7 @@ impl Driver {
         held: Option<Held>,
     ) -> Called {
         let step = &w.steps[index];
-        if progress::model_family(w, index).is_none() {
+        if progress::model_of(w, index).is_none() {
             if self.settings.task_step_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
             }
@@ -361,7 +369,7 @@ impl Driver {
                 Leased::Failed(f) => return Called::Failed(f),
             },
         };
-        let input = match runs::input(&self.service.pool, run.id).await {
+        let input = match leases::input(&self.service.pool, run.id).await {
             Ok(input) => input,
             Err(e) => {
                 tracing::warn!(run = %run.id, error = %e, "reading the run's input failed");

@@ -8,7 +8,7 @@ use lychd_runner::config::Settings;
 use lychd_runner::domain::fsm::Fsm;
 use lychd_runner::service::Service;
 use lychd_runner::service::driver::{Driver, Stopped, VERIFIER_STAND_IN};
-use lychd_runner::store::runs;
+use lychd_runner::store::{leases, runs};
 use uuid::Uuid;
 
 use crate::common::*;
@@ -73,7 +73,7 @@ async fn a_claimed_run_takes_the_fsm_edges_through_every_step_to_succeeded() {
     let mut s = stack().await;
     let id = start_tasks(&mut s, "steps-1").await;
     let d = driver(&s);
-    let claimed = runs::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
+    let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
@@ -136,7 +136,7 @@ async fn a_claimed_run_takes_the_fsm_edges_through_every_step_to_succeeded() {
         .expect("run");
     assert_eq!(row.lease_holder, None);
     assert!(
-        runs::claim(&s.spawned.ctx.pool, "another", 60_000)
+        leases::claim(&s.spawned.ctx.pool, "another", 60_000)
             .await
             .expect("claim")
             .is_none()
@@ -149,12 +149,12 @@ async fn a_leased_run_is_not_claimed_until_its_lease_expires_then_the_old_genera
     let id = start_tasks(&mut s, "steps-2").await;
     let pool = s.spawned.ctx.pool.clone();
     let (a, b) = (driver(&s), driver(&s));
-    let held = runs::claim(&pool, a.holder(), 60_000)
+    let held = leases::claim(&pool, a.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
     assert!(
-        runs::claim(&pool, b.holder(), 60_000)
+        leases::claim(&pool, b.holder(), 60_000)
             .await
             .expect("claim")
             .is_none(),
@@ -167,14 +167,14 @@ async fn a_leased_run_is_not_claimed_until_its_lease_expires_then_the_old_genera
         .execute(&mut db)
         .await
         .expect("expire");
-    let taken = runs::claim(&pool, b.holder(), 60_000)
+    let taken = leases::claim(&pool, b.holder(), 60_000)
         .await
         .expect("claim")
         .expect("taken over");
     assert_eq!(taken.generation, held.generation + 1);
     let b_gen = u64::try_from(taken.generation).expect("generation");
     assert!(
-        !runs::renew(&pool, id, held.generation, a.holder(), 60_000)
+        !leases::renew(&pool, id, held.generation, a.holder(), 60_000)
             .await
             .expect("renew"),
         "the old holder cannot renew"
@@ -196,7 +196,7 @@ async fn the_older_generation_is_fenced_mid_run() {
     let id = start_tasks(&mut s, "steps-3").await;
     let pool = s.spawned.ctx.pool.clone();
     let (a, b) = (driver(&s), driver(&s));
-    let held = runs::claim(&pool, a.holder(), 60_000)
+    let held = leases::claim(&pool, a.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
@@ -226,7 +226,7 @@ async fn an_attempt_whose_holder_stalled_is_retried_by_the_new_holder_and_its_re
     // A's steps take 2 s: it is inside step one's call when its lease is taken over.
     let a = driver_with(&s, 2_000);
     let b = driver(&s);
-    let held = runs::claim(&pool, a.holder(), 60_000)
+    let held = leases::claim(&pool, a.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
@@ -247,7 +247,7 @@ async fn an_attempt_whose_holder_stalled_is_retried_by_the_new_holder_and_its_re
         .execute(&mut db)
         .await
         .expect("expire");
-    let taken = runs::claim(&pool, b.holder(), 60_000)
+    let taken = leases::claim(&pool, b.holder(), 60_000)
         .await
         .expect("claim")
         .expect("taken over");
@@ -310,7 +310,7 @@ async fn a_corrupt_latest_checkpoint_quarantines_the_run_on_resume() {
     .await
     .expect("corrupt");
     let d = driver(&s);
-    let claimed = runs::claim(&pool, d.holder(), 60_000)
+    let claimed = leases::claim(&pool, d.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
@@ -320,7 +320,7 @@ async fn a_corrupt_latest_checkpoint_quarantines_the_run_on_resume() {
     assert_eq!(p[1].1, "QUARANTINED");
     // A quarantined run is not claimed again (it waits for recovery review).
     assert!(
-        runs::claim(&pool, d.holder(), 60_000)
+        leases::claim(&pool, d.holder(), 60_000)
             .await
             .expect("claim")
             .is_none()
