@@ -2,9 +2,9 @@
 //! reads scoped to the owner (or every owner for a reader of all), cancellation through the
 //! control FSM only, and the run's transitions in order.
 //!
-//! Nothing drives a run past `CREATED` yet: the runner's step loop (leases, budgets,
-//! checkpoints) is the next slice of issue 27. Every state change this module makes is an
-//! edge of the FSM, committed under the run's version and lease generation.
+//! The step loop that drives a run past `CREATED` is `service::driver`. Every state change
+//! this module makes is an edge of the FSM, committed under the run's version and lease
+//! generation.
 
 use uuid::Uuid;
 
