@@ -90,6 +90,7 @@ impl Snapshot<'_> {
                 "attempt_generation": p.attempt_generation,
             },
             "budgets_used": {"steps": p.used.steps, "tokens": p.used.tokens},
+            "handoff": p.handoff,
             "approvals": [],
             "f_state": {},
             "l_supports": [],
@@ -142,6 +143,10 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
             steps: n(used.get("steps")?)?,
             tokens: n(used.get("tokens")?)?,
         },
+        handoff: match v.get("handoff") {
+            None | Some(Value::Null) => None,
+            Some(h) => Some(serde_json::from_value(h.clone()).ok()?),
+        },
     })
 }
 
@@ -158,6 +163,7 @@ mod tests {
             steps: 0,
             tokens: 0,
         },
+        handoff: None,
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {

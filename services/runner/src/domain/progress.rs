@@ -26,7 +26,29 @@ use super::workflow::{StepKind, Workflow};
 /// Index of `max_steps`, `max_retries_per_transition` and `max_tokens` in [`Budgets`].
 const STEPS: usize = 0;
 const RETRIES: usize = 2;
+const WALL: usize = 3;
 const TOKENS: usize = 5;
+
+/// The contract's soft boundary (`budgets.soft_boundary`): at this percentage of a budget a
+/// checkpoint and a typed residual-work handoff are persisted.
+pub const SOFT_PERCENT: u64 = 80;
+
+/// The typed residual-work handoff recorded once a budget reaches [`SOFT_PERCENT`]: which
+/// budget, how much of it is used, and the work left (steps not yet done, obligations open).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Handoff {
+    /// `lychd.runner.handoff/v1`.
+    pub schema: String,
+    /// The budget's field (`max_steps`, `max_tokens`, `max_wall_seconds`).
+    pub budget: String,
+    pub used: u64,
+    pub limit: u64,
+    /// The run's version whose checkpoint first carries it.
+    pub at_version: i64,
+    pub residual_steps: Vec<String>,
+    pub open_obligations: Vec<String>,
+}
 
 /// One step's recorded result: digests only, never content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +84,9 @@ pub struct Progress {
     pub results: Vec<StepResult>,
     #[serde(default)]
     pub used: Used,
+    /// The residual-work handoff, once a budget reached the soft boundary.
+    #[serde(default)]
+    pub handoff: Option<Handoff>,
 }
 
 impl Progress {
@@ -150,6 +175,55 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
     }
 }
 
+/// Whether the run's wall-clock budget is spent after `elapsed_ms` since its creation.
+pub fn wall_exhausted(budgets: &Budgets, elapsed_ms: u64) -> bool {
+    elapsed_ms >= budgets.0[WALL].saturating_mul(1000)
+}
+
+/// `p` with the residual-work handoff recorded when a budget (steps, tokens, wall seconds) has
+/// reached [`SOFT_PERCENT`] and none is recorded yet; `version` is the version the commit
+/// makes (its checkpoint carries the handoff).
+pub fn soft_boundary(
+    w: &Workflow,
+    budgets: &Budgets,
+    mut p: Progress,
+    elapsed_ms: u64,
+    version: i64,
+) -> Progress {
+    if p.handoff.is_some() {
+        return p;
+    }
+    let reached = [
+        ("max_steps", p.used.steps, budgets.0[STEPS]),
+        ("max_tokens", p.used.tokens, budgets.0[TOKENS]),
+        ("max_wall_seconds", elapsed_ms / 1000, budgets.0[WALL]),
+    ]
+    .into_iter()
+    .find(|(_, used, limit)| used.saturating_mul(100) >= limit.saturating_mul(SOFT_PERCENT));
+    if let Some((budget, used, limit)) = reached {
+        let closed = |o: &str| {
+            w.steps.iter().any(|s| {
+                s.closes.iter().any(|c| c == o) && p.results.iter().any(|r| r.step == s.id)
+            })
+        };
+        p.handoff = Some(Handoff {
+            schema: "lychd.runner.handoff/v1".into(),
+            budget: budget.into(),
+            used,
+            limit,
+            at_version: version,
+            residual_steps: p.frontier(w).into_iter().map(str::to_owned).collect(),
+            open_obligations: w
+                .obligations
+                .iter()
+                .filter(|o| !closed(&o.id))
+                .map(|o| o.id.clone())
+                .collect(),
+        });
+    }
+    p
+}
+
 /// After a transient failure of the attempt in flight: the next attempt under `generation`
 /// (`transient_failure`, `ACT → ACT`), or `retries_exhausted` when the run's
 /// `max_retries_per_transition` attempts are spent.
@@ -214,192 +288,4 @@ pub fn model_of(w: &Workflow, index: usize) -> Option<(&str, Option<&str>)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn wf() -> Workflow {
-        Workflow::parse(
-            br#"{"schema":"lychd.runner.workflow/v1","name":"w","version":"0.1.0",
-            "obligations":[{"id":"a","evidence":["x"]}],
-            "steps":[{"id":"one","kind":"task"},{"id":"two","kind":"task","closes":["a"]}]}"#,
-        )
-        .expect("valid")
-    }
-
-    /// Drive a run to its end, calling every step once under generation `g`.
-    fn drive(w: &Workflow, b: &Budgets, g: i64) -> Vec<&'static str> {
-        let (mut state, mut p, mut events) = ("CREATED".to_owned(), Progress::default(), vec![]);
-        let fsm = crate::domain::fsm::Fsm::bound().expect("fsm");
-        loop {
-            let (event, q) = match next(w, b, &state, &p, g) {
-                Next::Commit { event, progress } => (event, progress),
-                Next::Call { index } => {
-                    let step = &w.steps[index].id;
-                    after_result(b, &p, step, task_digest("r", step, "i"), 0)
-                }
-                Next::Idle | Next::Probe { .. } => return events,
-            };
-            state = fsm.next(&state, event).expect("an FSM edge").to.clone();
-            p = q;
-            events.push(event);
-        }
-    }
-
-    #[test]
-    fn a_run_takes_the_fsm_edges_through_every_step_to_success() {
-        let w = wf();
-        let events = drive(&w, &Budgets::contract(), 2);
-        assert_eq!(
-            events,
-            [
-                "start",
-                "plan_step",
-                "step_result",
-                "ingested",
-                "plan_step",
-                "step_result",
-                "ready_to_verify",
-                "verified_pass"
-            ]
-        );
-    }
-
-    #[test]
-    fn an_attempt_of_an_older_generation_is_a_transient_failure_then_retries_run_out() {
-        let w = wf();
-        let b = Budgets::contract();
-        let p = Progress {
-            attempt: 1,
-            attempt_generation: 2,
-            ..Progress::default()
-        };
-        assert_eq!(next(&w, &b, "ACT", &p, 2), Next::Call { index: 0 });
-        let Next::Commit { event, progress } = next(&w, &b, "ACT", &p, 3) else {
-            panic!("a commit");
-        };
-        assert_eq!(
-            (event, progress.attempt, progress.attempt_generation),
-            ("transient_failure", 2, 3)
-        );
-        let spent = Progress {
-            attempt: 3,
-            attempt_generation: 2,
-            ..Progress::default()
-        };
-        assert!(matches!(
-            next(&w, &b, "ACT", &spent, 3),
-            Next::Commit {
-                event: "retries_exhausted",
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn a_waiting_step_is_probed_and_entered_again_under_the_new_generation_when_warm() {
-        let w = wf();
-        let b = Budgets::contract();
-        let p = Progress {
-            attempt: 1,
-            attempt_generation: 2,
-            ..Progress::default()
-        };
-        assert_eq!(
-            next(&w, &b, "WAIT_CAPABILITY", &p, 3),
-            Next::Probe { index: 0 }
-        );
-        let q = warm(&p, 3);
-        assert_eq!(next(&w, &b, "ACT", &q, 3), Next::Call { index: 0 });
-        assert_eq!(q.attempt, 1, "a wait is not an attempt");
-    }
-
-    #[test]
-    fn steps_and_tokens_beyond_the_budget_end_the_run() {
-        let w = wf();
-        let mut b = Budgets::contract();
-        b.0[STEPS] = 1;
-        let p = Progress {
-            cursor: 1,
-            used: Used {
-                steps: 1,
-                tokens: 0,
-            },
-            ..Progress::default()
-        };
-        assert!(matches!(
-            next(&w, &b, "PLAN", &p, 2),
-            Next::Commit {
-                event: "budget_exhausted",
-                ..
-            }
-        ));
-        b.0[TOKENS] = 10;
-        let (event, q) = after_result(&b, &Progress::default(), "one", "d".into(), 11);
-        assert_eq!(
-            (event, q.used.tokens, q.results.len()),
-            ("budget_exhausted", 11, 0)
-        );
-        let (event, q) = after_result(&b, &Progress::default(), "one", "d".into(), 10);
-        assert_eq!((event, q.cursor, q.results.len()), ("step_result", 1, 1));
-    }
-
-    #[test]
-    fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
-        use crate::domain::checkpoint::{Envelope, Snapshot, progress_of};
-        let p = Progress {
-            cursor: 2,
-            attempt: 1,
-            attempt_generation: 5,
-            results: vec![StepResult {
-                step: "one".into(),
-                digest: "d".into(),
-                tokens: 7,
-            }],
-            used: Used {
-                steps: 3,
-                tokens: 7,
-            },
-        };
-        let c = Snapshot {
-            run_id: "r",
-            version: 4,
-            generation: 5,
-            state: "ACT",
-            budgets: Budgets::contract(),
-            interrupt_pending: false,
-            progress: &p,
-            envelope: Envelope {
-                workflow_name: "w",
-                workflow_version: "0.1.0",
-                workflow_sha256: "a",
-                state_schema_version: "0.1.0",
-                fsm_sha256: "f",
-            },
-        }
-        .checkpoint();
-        assert_eq!(progress_of(&c.body), Some(p));
-    }
-
-    #[test]
-    fn progress_round_trips_through_json_and_an_empty_object_is_fresh() {
-        let p = Progress {
-            cursor: 1,
-            attempt: 2,
-            attempt_generation: 3,
-            results: vec![StepResult {
-                step: "one".into(),
-                digest: "d".into(),
-                tokens: 4,
-            }],
-            used: Used {
-                steps: 2,
-                tokens: 4,
-            },
-        };
-        assert_eq!(Progress::from_json(&p.to_json()).expect("json"), p);
-        assert_eq!(
-            Progress::from_json(&serde_json::json!({})).expect("json"),
-            Progress::default()
-        );
-    }
-}
+mod tests;

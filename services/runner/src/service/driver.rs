@@ -153,6 +153,15 @@ impl Driver {
         let mut held: Option<Held> = None;
         loop {
             let p = progress_of_row(&run);
+            // The wall-clock budget, before anything else the run would do.
+            if progress::wall_exhausted(&budgets, elapsed_ms(&run))
+                && s.fsm.next(&run.state, BUDGET_EVENT).is_some()
+            {
+                return match self.advance(&run, BUDGET_EVENT, &p).await? {
+                    Some(_) => Ok(Stopped::Idle),
+                    None => Ok(Stopped::Fenced),
+                };
+            }
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
@@ -181,14 +190,23 @@ impl Driver {
                         let step = &workflow.steps[index].id;
                         match self.call(&run, &workflow, index, &p, held.take()).await {
                             Called::Done(answer) => {
+                                let tokens = answer.tokens;
                                 let (event, q) = progress::after_result(
                                     &budgets,
                                     &p,
                                     step,
                                     answer.digest,
-                                    answer.tokens,
+                                    tokens,
                                 );
-                                (event, q, Then::Go)
+                                if progress::wall_exhausted(&budgets, elapsed_ms(&run)) {
+                                    // The wall clock ran out during the call: the result is
+                                    // not ingested (its tokens were spent all the same).
+                                    let mut spent = p.clone();
+                                    spent.used.tokens += tokens;
+                                    (BUDGET_EVENT, spent, Then::Go)
+                                } else {
+                                    (event, q, Then::Go)
+                                }
                             }
                             Called::Cold { wait_ms } => {
                                 ("capability_cold", p.clone(), Then::Wait(wait_ms))
@@ -203,6 +221,14 @@ impl Driver {
                         }
                     }
                 };
+            // At 80 % of a budget, the commit's checkpoint carries the residual-work handoff.
+            let after = progress::soft_boundary(
+                &workflow,
+                &budgets,
+                after,
+                elapsed_ms(&run),
+                run.version + 1,
+            );
             run = match self.advance(&run, event, &after).await? {
                 Some(after) => after,
                 None => match runs::get(&s.pool, run.id, None).await? {
@@ -384,6 +410,16 @@ impl Driver {
             Err(f) => Called::Failed(f),
         }
     }
+}
+
+/// The FSM event of a spent budget.
+const BUDGET_EVENT: &str = "budget_exhausted";
+
+/// Milliseconds since the run's creation (the database's clock at its creation; this host's
+/// now).
+fn elapsed_ms(run: &RunRow) -> u64 {
+    let d = time::OffsetDateTime::now_utc() - run.created_at;
+    u64::try_from(d.whole_milliseconds()).unwrap_or(0)
 }
 
 /// What a step's call came to.

@@ -246,6 +246,38 @@ async fn a_cold_capability_is_a_typed_wait_without_a_runtime_call_then_the_run_g
 }
 
 #[tokio::test]
+async fn at_80_percent_of_the_tokens_the_run_records_its_handoff_and_still_succeeds() {
+    let mut s = stack().await;
+    let budgets = pb::Budgets {
+        max_tokens: tokens(),
+        ..Default::default()
+    };
+    let id = s.start("model-4", Some(budgets)).await;
+    eventually("the run succeeds", || async {
+        s.client
+            .clone()
+            .get_run(pb::GetRunRequest {
+                run_id: id.to_string(),
+            })
+            .await
+            .expect("get")
+            .into_inner()
+            .run
+            .expect("run")
+            .state
+            == "SUCCEEDED"
+    })
+    .await;
+    let h = s.latest(id).await["handoff"].clone();
+    assert_eq!(h["budget"], "max_tokens", "{h}");
+    assert_eq!(
+        (h["used"].as_u64(), h["limit"].as_u64()),
+        (Some(tokens()), Some(tokens()))
+    );
+    assert_eq!(h["residual_steps"], serde_json::json!([]));
+}
+
+#[tokio::test]
 async fn tokens_beyond_the_budget_end_the_run_budget_exhausted() {
     let mut s = stack().await;
     let budgets = pb::Budgets {

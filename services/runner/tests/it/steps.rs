@@ -38,13 +38,17 @@ fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
 }
 
 async fn start_tasks(s: &mut Stack, request_id: &str) -> Uuid {
+    start_tasks_with(s, request_id, None).await
+}
+
+async fn start_tasks_with(s: &mut Stack, request_id: &str, budgets: Option<pb::Budgets>) -> Uuid {
     let run = s
         .client
         .start_run(pb::StartRunRequest {
             request_id: request_id.into(),
             workflow: TASKS.as_bytes().to_vec(),
             input: b"some input".to_vec(),
-            budgets: None,
+            budgets,
         })
         .await
         .expect("start")
@@ -324,5 +328,117 @@ async fn a_corrupt_latest_checkpoint_quarantines_the_run_on_resume() {
             .await
             .expect("claim")
             .is_none()
+    );
+}
+
+/// Checkpoint `version` of run `id` (the latest when 0), as JSON.
+async fn checkpoint(s: &mut Stack, id: Uuid, version: u64) -> serde_json::Value {
+    let c = s
+        .client
+        .inspect_checkpoint(pb::InspectCheckpointRequest {
+            run_id: id.to_string(),
+            version,
+        })
+        .await
+        .expect("inspect")
+        .into_inner();
+    assert!(c.verified);
+    serde_json::from_slice(&c.checkpoint.expect("checkpoint").body).expect("json")
+}
+
+async fn drive_once(s: &Stack, d: &Driver) {
+    let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!(d.drive(claimed).await.expect("drive"), Stopped::Idle);
+}
+
+#[tokio::test]
+async fn at_80_percent_of_the_steps_a_checkpoint_carries_the_typed_residual_work_handoff() {
+    let mut s = stack().await;
+    let budgets = pb::Budgets {
+        max_steps: 3,
+        ..Default::default()
+    };
+    let id = start_tasks_with(&mut s, "budget-1", Some(budgets)).await;
+    drive_once(&s, &driver(&s)).await;
+    assert_eq!(
+        get(&mut s.client, &id.to_string())
+            .await
+            .expect("run")
+            .state,
+        "SUCCEEDED"
+    );
+    let h = checkpoint(&mut s, id, 0).await["handoff"].clone();
+    assert_eq!(h["schema"], "lychd.runner.handoff/v1");
+    assert_eq!(
+        (
+            h["budget"].as_str(),
+            h["used"].as_u64(),
+            h["limit"].as_u64()
+        ),
+        (Some("max_steps"), Some(3), Some(3))
+    );
+    assert_eq!(h["residual_steps"], serde_json::json!(["three"]));
+    assert_eq!(h["open_obligations"], serde_json::json!(["done"]));
+    // The checkpoint of the commit that crossed 80 % (the third `plan_step`) is the first with it.
+    let at = h["at_version"].as_u64().expect("version");
+    let t = transitions(&mut s.client, &id.to_string())
+        .await
+        .expect("t");
+    let crossing = t.iter().find(|t| t.version == at).expect("that version");
+    assert_eq!(crossing.trigger, "plan_step");
+    assert_eq!(checkpoint(&mut s, id, at).await["handoff"], h);
+    assert!(checkpoint(&mut s, id, at - 1).await["handoff"].is_null());
+}
+
+#[tokio::test]
+async fn beyond_the_steps_budget_the_run_ends_budget_exhausted_with_its_handoff() {
+    let mut s = stack().await;
+    let budgets = pb::Budgets {
+        max_steps: 2,
+        ..Default::default()
+    };
+    let id = start_tasks_with(&mut s, "budget-2", Some(budgets)).await;
+    drive_once(&s, &driver(&s)).await;
+    let run = get(&mut s.client, &id.to_string()).await.expect("run");
+    assert_eq!(
+        (run.state.as_str(), run.terminal_category.as_str()),
+        ("BUDGET_EXHAUSTED", "budget_exhausted")
+    );
+    let p = path(&mut s, id).await;
+    assert_eq!(triggers(&p).last(), Some(&"budget_exhausted"));
+    assert_eq!(
+        triggers(&p).iter().filter(|t| **t == "step_result").count(),
+        2
+    );
+    let body = checkpoint(&mut s, id, 0).await;
+    assert_eq!(
+        body["handoff"]["residual_steps"],
+        serde_json::json!(["two", "three"])
+    );
+    assert_eq!(body["budgets_used"]["steps"], 2);
+}
+
+#[tokio::test]
+async fn beyond_the_wall_clock_budget_the_run_ends_budget_exhausted_without_ingesting() {
+    let mut s = stack().await;
+    let budgets = pb::Budgets {
+        max_wall_seconds: 1,
+        ..Default::default()
+    };
+    let id = start_tasks_with(&mut s, "budget-3", Some(budgets)).await;
+    // Each step takes longer than the whole budget.
+    drive_once(&s, &driver_with(&s, 1_200)).await;
+    let run = get(&mut s.client, &id.to_string()).await.expect("run");
+    assert_eq!(run.state, "BUDGET_EXHAUSTED");
+    let p = path(&mut s, id).await;
+    assert!(!triggers(&p).contains(&"step_result"), "{p:?}");
+    assert!(
+        checkpoint(&mut s, id, 0).await["results"]
+            .as_array()
+            .expect("results")
+            .is_empty()
     );
 }
