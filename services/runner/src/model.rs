@@ -96,6 +96,13 @@ impl Models {
         Ok(Models { dispatcher })
     }
 
+    /// The Dispatcher at `endpoint`, called with `outgoing`'s session.
+    pub fn at(endpoint: &str, outgoing: lychd_runtime::client::Outgoing) -> anyhow::Result<Models> {
+        Ok(Models {
+            dispatcher: Some(DispatcherClient::new(peer_channel(endpoint, outgoing)?)),
+        })
+    }
+
     /// No Dispatcher (model steps fail permanently).
     pub fn none() -> Models {
         Models { dispatcher: None }

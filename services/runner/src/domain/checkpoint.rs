@@ -88,6 +88,7 @@ impl Snapshot<'_> {
             "retries": {
                 "attempt": p.attempt,
                 "attempt_generation": p.attempt_generation,
+                "jitter_seed": p.jitter_seed,
             },
             "budgets_used": {"steps": p.used.steps, "tokens": p.used.tokens},
             "handoff": p.handoff,
@@ -143,6 +144,10 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
             steps: n(used.get("steps")?)?,
             tokens: n(used.get("tokens")?)?,
         },
+        jitter_seed: match retries.get("jitter_seed") {
+            None | Some(Value::Null) => None,
+            Some(s) => Some(s.as_u64()?),
+        },
         handoff: match v.get("handoff") {
             None | Some(Value::Null) => None,
             Some(h) => Some(serde_json::from_value(h.clone()).ok()?),
@@ -164,6 +169,7 @@ mod tests {
             tokens: 0,
         },
         handoff: None,
+        jitter_seed: None,
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {

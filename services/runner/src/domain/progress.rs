@@ -87,6 +87,10 @@ pub struct Progress {
     /// The residual-work handoff, once a budget reached the soft boundary.
     #[serde(default)]
     pub handoff: Option<Handoff>,
+    /// The jitter seed of the run's retry backoff, recorded at its first retry (a replay
+    /// waits as the run waited).
+    #[serde(default)]
+    pub jitter_seed: Option<u64>,
 }
 
 impl Progress {
@@ -126,7 +130,7 @@ pub enum Next {
     /// Commit FSM `event` with the new progress (no call).
     Commit {
         event: &'static str,
-        progress: Progress,
+        progress: Box<Progress>,
     },
     /// Call step `index` (this generation entered its attempt), then commit `step_result`.
     Call { index: usize },
@@ -139,7 +143,10 @@ pub enum Next {
 
 /// The runner's next move on a run in `state` with `p`, held under `generation`.
 pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generation: i64) -> Next {
-    let commit = |event, progress| Next::Commit { event, progress };
+    let commit = |event, progress| Next::Commit {
+        event,
+        progress: Box::new(progress),
+    };
     match state {
         "CREATED" => commit("start", p.clone()),
         "PLAN" | "INGEST" if p.cursor < w.steps.len() => {
@@ -163,7 +170,8 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
         "ACT" => {
             // The attempt in flight was entered under an older generation: its outcome is
             // unknown (no effect in Runner I), so it counts as a transient failure.
-            let (event, progress) = retry(budgets, p, generation);
+            // The seed of a retry on resume: from the generation (the run's recorded one wins).
+            let (event, progress) = retry(budgets, p, generation, generation.unsigned_abs());
             commit(event, progress)
         }
         "WAIT_CAPABILITY" => Next::Probe { index: p.cursor },
@@ -226,15 +234,40 @@ pub fn soft_boundary(
 
 /// After a transient failure of the attempt in flight: the next attempt under `generation`
 /// (`transient_failure`, `ACT → ACT`), or `retries_exhausted` when the run's
-/// `max_retries_per_transition` attempts are spent.
-pub fn retry(budgets: &Budgets, p: &Progress, generation: i64) -> (&'static str, Progress) {
+/// `max_retries_per_transition` attempts are spent. The run's jitter seed is `seed` unless one
+/// is recorded already.
+pub fn retry(
+    budgets: &Budgets,
+    p: &Progress,
+    generation: i64,
+    seed: u64,
+) -> (&'static str, Progress) {
     if u64::from(p.attempt) >= budgets.0[RETRIES] {
         return ("retries_exhausted", p.clone());
     }
     let mut q = p.clone();
     q.attempt += 1;
     q.attempt_generation = generation;
+    q.jitter_seed.get_or_insert(seed);
     ("transient_failure", q)
+}
+
+/// Base of the retry backoff, and its deterministic cap (ms).
+pub const BACKOFF_BASE_MS: u64 = 100;
+pub const BACKOFF_CAP_MS: u64 = 3_200;
+
+/// The wait before the attempt after `attempt` failed: bounded exponential backoff (the
+/// base doubling per attempt, never above [`BACKOFF_CAP_MS`]) with "equal jitter" — half of it
+/// fixed, half drawn from `seed` and the attempt (splitmix64), so the same seed waits the same.
+pub fn backoff_ms(seed: u64, attempt: u32) -> u64 {
+    let exp = BACKOFF_BASE_MS
+        .saturating_mul(1 << attempt.saturating_sub(1).min(10))
+        .min(BACKOFF_CAP_MS);
+    let mut z = seed ^ u64::from(attempt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    exp / 2 + z % (exp / 2 + 1)
 }
 
 /// The progress when a waiting step's capability is granted: its attempt is entered again

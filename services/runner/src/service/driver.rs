@@ -165,7 +165,7 @@ impl Driver {
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
-                    Next::Commit { event, progress } => (event, progress, Then::Go),
+                    Next::Commit { event, progress } => (event, *progress, Then::Go),
                     Next::Probe { index } => match self.lease(&run, &workflow, index, &p).await {
                         Leased::Granted(h) => {
                             held = Some(h);
@@ -212,8 +212,12 @@ impl Driver {
                                 ("capability_cold", p.clone(), Then::Wait(wait_ms))
                             }
                             Called::Failed(Failure::Transient) => {
-                                let (event, q) = progress::retry(&budgets, &p, run.generation);
-                                (event, q, Then::Backoff(p.attempt))
+                                let seed = fresh_seed();
+                                let (event, q) =
+                                    progress::retry(&budgets, &p, run.generation, seed);
+                                let wait =
+                                    progress::backoff_ms(q.jitter_seed.unwrap_or(seed), p.attempt);
+                                (event, q, Then::Backoff(wait))
                             }
                             Called::Failed(Failure::Permanent) => {
                                 ("permanent_failure", p.clone(), Then::Go)
@@ -245,7 +249,7 @@ impl Driver {
             match then {
                 Then::Go => {}
                 Then::Wait(ms) => return Ok(Stopped::Waiting(ms)),
-                Then::Backoff(attempt) => tokio::time::sleep(backoff(attempt)).await,
+                Then::Backoff(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
             }
         }
     }
@@ -434,14 +438,14 @@ enum Then {
     Go,
     /// Give the run back, not to be claimed before this many ms (a typed wait).
     Wait(u64),
-    /// Sleep before the next attempt (after `attempt` failed).
-    Backoff(u32),
+    /// Sleep this many ms before the next attempt (the recorded seed's backoff).
+    Backoff(u64),
 }
 
-/// Bounded exponential backoff before the attempt after `attempt`: 100 ms doubling, at most
-/// 3.2 s.
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(100 << attempt.saturating_sub(1).min(5))
+/// A fresh jitter seed (recorded on the run at its first retry).
+fn fresh_seed() -> u64 {
+    let bits = Uuid::new_v4().as_u128();
+    (bits >> 64) as u64 ^ bits as u64
 }
 
 /// A task aborted when dropped (the heartbeat of a run no longer driven).

@@ -442,3 +442,59 @@ async fn beyond_the_wall_clock_budget_the_run_ends_budget_exhausted_without_inge
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retries_run_out() {
+    let mut s = stack().await;
+    let run = s
+        .client
+        .start_run(pb::StartRunRequest {
+            request_id: "retry-1".into(),
+            workflow: WORKFLOW.as_bytes().to_vec(),
+            input: Vec::new(),
+            budgets: Some(pb::Budgets {
+                max_retries_per_transition: 2,
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("start")
+        .into_inner()
+        .run
+        .expect("a run");
+    let id = Uuid::parse_str(&run.run_id).expect("uuid");
+    // A Dispatcher that is not there: every lease request fails in transport (transient).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let models = lychd_runner::model::Models::at(&endpoint, Default::default()).expect("models");
+    let service = Service::new(s.spawned.ctx.pool.clone(), Fsm::bound().expect("fsm"));
+    let d = Driver::new(
+        service,
+        models,
+        Settings {
+            drive: true,
+            lease_ttl_ms: 60_000,
+            poll_ms: 10,
+            concurrency: 1,
+            task_step_ms: 0,
+        },
+    );
+    drive_once(&s, &d).await;
+    let p = path(&mut s, id).await;
+    assert_eq!(
+        triggers(&p),
+        [
+            "created",
+            "start",
+            "plan_step",
+            "transient_failure",
+            "retries_exhausted"
+        ]
+    );
+    let run = get(&mut s.client, &id.to_string()).await.expect("run");
+    assert_eq!(run.terminal_category, "retry_exhausted");
+    let body = checkpoint(&mut s, id, 0).await;
+    assert_eq!(body["retries"]["attempt"], 2);
+    assert!(body["retries"]["jitter_seed"].is_u64(), "{body}");
+}

@@ -18,7 +18,7 @@ fn drive(w: &Workflow, b: &Budgets, g: i64) -> Vec<&'static str> {
     let fsm = crate::domain::fsm::Fsm::bound().expect("fsm");
     loop {
         let (event, q) = match next(w, b, &state, &p, g) {
-            Next::Commit { event, progress } => (event, progress),
+            Next::Commit { event, progress } => (event, *progress),
             Next::Call { index } => {
                 let step = &w.steps[index].id;
                 after_result(b, &p, step, task_digest("r", step, "i"), 0)
@@ -154,6 +154,7 @@ fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
             residual_steps: vec!["two".into()],
             open_obligations: vec!["a".into()],
         }),
+        jitter_seed: Some(u64::MAX),
     };
     let c = Snapshot {
         run_id: "r",
@@ -230,10 +231,36 @@ fn progress_round_trips_through_json_and_an_empty_object_is_fresh() {
             tokens: 4,
         },
         handoff: None,
+        jitter_seed: Some(7),
     };
     assert_eq!(Progress::from_json(&p.to_json()).expect("json"), p);
     assert_eq!(
         Progress::from_json(&serde_json::json!({})).expect("json"),
         Progress::default()
+    );
+}
+
+#[test]
+fn retry_backoff_is_bounded_exponential_with_a_recorded_seed() {
+    let b = Budgets::contract();
+    let p = Progress {
+        attempt: 1,
+        attempt_generation: 2,
+        ..Progress::default()
+    };
+    let (event, q) = retry(&b, &p, 2, 42);
+    assert_eq!((event, q.jitter_seed), ("transient_failure", Some(42)));
+    let (_, r) = retry(&b, &q, 2, 99);
+    assert_eq!(r.jitter_seed, Some(42), "the recorded seed stays");
+    for attempt in 1..12 {
+        let exp = (BACKOFF_BASE_MS << (attempt - 1).min(10)).min(BACKOFF_CAP_MS);
+        let wait = backoff_ms(42, attempt);
+        assert!((exp / 2..=exp).contains(&wait), "{attempt}: {wait}");
+        assert_eq!(wait, backoff_ms(42, attempt), "deterministic");
+    }
+    assert!(backoff_ms(42, 30) <= BACKOFF_CAP_MS);
+    assert!(
+        (1..6).any(|a| backoff_ms(1, a) != backoff_ms(2, a)),
+        "the seed matters"
     );
 }
