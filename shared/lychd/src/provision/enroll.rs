@@ -225,6 +225,20 @@ mod tests {
                         Grant::Assign("dispatcher:admission", "animator:*"),
                     ])
                 );
+            } else if office == Office::Runner {
+                // Model steps: a lease on a capability and its release; no observation, no
+                // admission.
+                let own: BTreeSet<Grant> = grants
+                    .into_iter()
+                    .filter(|g| matches!(g, Grant::Assign(..)))
+                    .collect();
+                assert_eq!(
+                    own,
+                    BTreeSet::from([
+                        Grant::Assign("dispatcher:lease", "capability:*"),
+                        Grant::Assign("dispatcher:lease", "lease:*"),
+                    ])
+                );
             } else if office == Office::Ward {
                 assert!(
                     held.iter()
