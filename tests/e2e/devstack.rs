@@ -95,6 +95,7 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &endpoints["dispatcher"],
         &tokens[&Office::Dispatcher],
     );
+    a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(&endpoints, &tokens);
     orchestrator_closes_drains_and_reopens_with_its_own_credential(&endpoints, state.path());
     operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
         &endpoints["ward"],
@@ -350,6 +351,138 @@ fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &st
         released.get("alreadyOver").is_none(),
         "released now: {released}"
     );
+}
+
+/// The run walk of docs/runner.md: the operator starts a run whose model step the Runner
+/// leases from the Dispatcher (with its own Ward session), calls on the simulated runtime and
+/// releases; `WatchRun` streams its transitions and ends at `SUCCEEDED`.
+#[test]
+fn base64_is_the_standard_alphabet_with_padding() {
+    assert_eq!(b64(b""), "");
+    assert_eq!(b64(b"f"), "Zg==");
+    assert_eq!(b64(b"fo"), "Zm8=");
+    assert_eq!(b64(b"foo"), "Zm9v");
+    assert_eq!(
+        b64(br#"{"path":"/srv/report.txt","token":"s3cr3t"}"#),
+        CONSENT_ARGUMENTS_BASE64
+    );
+}
+
+fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
+    let call = |office: Office, method: &str, body: &str, stream: bool| -> Vec<serde_json::Value> {
+        let bearer = format!("authorization: Bearer {}", tokens[&office]);
+        let service = match office {
+            Office::Runner => "lychd.runner.v1.Runner",
+            _ => "lychd.dispatcher.v1.Dispatcher",
+        };
+        let out = grpcurl(&[
+            "-plaintext",
+            "-max-time",
+            "60",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            &endpoints[office.name()],
+            &format!("{service}/{method}"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let all: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .expect("grpcurl prints JSON");
+        assert!(stream || all.len() == 1, "{method}: one answer");
+        all
+    };
+    let workflow = r#"{"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
+ "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
+ "steps": [{"id": "gather", "kind": "task"},
+           {"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}]}"#;
+    let started = call(
+        Office::Runner,
+        "StartRun",
+        &format!(
+            r#"{{"request_id": "e2e-run-1", "workflow": "{}", "input": "{}"}}"#,
+            b64(workflow.as_bytes()),
+            b64(b"the ledger of today")
+        ),
+        false,
+    );
+    let run_id = started[0]["run"]["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    let watched = call(
+        Office::Runner,
+        "WatchRun",
+        &format!(r#"{{"run_id": "{run_id}"}}"#),
+        true,
+    );
+    let targets: Vec<&str> = watched
+        .iter()
+        .filter_map(|t| t["targetState"].as_str())
+        .collect();
+    assert_eq!(targets.last(), Some(&"SUCCEEDED"), "{watched:?}");
+    let triggers: Vec<&str> = watched
+        .iter()
+        .filter_map(|t| t["trigger"].as_str())
+        .collect();
+    assert_eq!(
+        triggers.iter().filter(|t| **t == "step_result").count(),
+        2,
+        "{triggers:?}"
+    );
+    let run = call(
+        Office::Runner,
+        "GetRun",
+        &format!(r#"{{"run_id": "{run_id}"}}"#),
+        false,
+    );
+    assert_eq!(run[0]["run"]["terminalCategory"], "success", "{run:?}");
+    // The Runner's lease for the step, released after the call.
+    let leases = call(
+        Office::Dispatcher,
+        "ListLeases",
+        r#"{"include_inactive": true}"#,
+        false,
+    );
+    let mine: Vec<&serde_json::Value> = leases[0]["leases"]
+        .as_array()
+        .expect("leases")
+        .iter()
+        .filter(|l| l["runId"] == run_id.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "{leases:?}");
+    assert_eq!(mine[0]["capabilityKey"], "sim0:chat:qwen3-0.6b");
+    assert!(mine[0].get("releasedAt").is_some(), "{leases:?}");
+}
+
+/// Standard base64 (as `bytes` fields take it in grpcurl's JSON).
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// `{"path":"/srv/report.txt","token":"s3cr3t"}` in base64, as `bytes` fields take it in

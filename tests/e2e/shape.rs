@@ -644,7 +644,7 @@ fn snake(method: &str) -> String {
 fn dev_grants(root: &Path, contracts: &BTreeMap<String, Vec<String>>) -> Vec<String> {
     let mut p = Vec::new();
     type Grants = &'static [(&'static str, &'static str)];
-    let holders: [(&str, Option<Office>, Grants); 3] = [
+    let holders: [(&str, Option<Office>, Grants); 4] = [
         ("the operator", None, dev_grants::OPERATOR_GRANTS),
         ("ward", Some(Office::Ward), dev_grants::WARD_GRANTS),
         (
@@ -652,6 +652,7 @@ fn dev_grants(root: &Path, contracts: &BTreeMap<String, Vec<String>>) -> Vec<Str
             Some(Office::Orchestrator),
             dev_grants::ORCHESTRATOR_GRANTS,
         ),
+        ("runner", Some(Office::Runner), dev_grants::RUNNER_GRANTS),
     ];
     let source = |office: Office| -> String {
         rust_files(&root.join(format!("services/{}/src", office.name())))

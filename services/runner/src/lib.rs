@@ -5,17 +5,20 @@
 //! `schemas/runner/run-fsm.v1.json`, checked at start-up), the workflow document, budgets never
 //! above the contract's, and runs as durable resources whose every state change is a fenced
 //! transition row with a checksummed checkpoint (`service::runs`, `service::checkpoints`,
-//! `store::runs`). Nothing drives a run past `CREATED` yet;
-//! see `docs/runner.md`.
+//! `store::runs`); the step loop (`service::driver`: runs claimed under a runner lease, a new
+//! generation per claim, the FSM's edges through the workflow's steps, model steps through a
+//! Dispatcher lease in `model`). See `docs/runner.md`.
 //!
 //! Layers: `grpc` (thin handlers: decode → authorize → call the service → encode), `service`
 //! (the use cases), `store` (SQL on the `runner` schema only), `domain` (pure rules: no
 //! sqlx, tonic or tokio, no clock), `actions` (its Ward actions), `error` (its refusals).
 
 pub mod actions;
+pub mod config;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod model;
 pub mod service;
 pub mod store;
 

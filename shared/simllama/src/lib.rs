@@ -1,6 +1,8 @@
 //! A simulated llama.cpp-compatible HTTP endpoint (`llama-server`): `GET /health` and
 //! `GET /v1/models` (also `/models`), in single-model or router mode, driven by the test (or
-//! by `lychd dev`) so that the real readiness probes are what gets exercised.
+//! by `lychd dev`) so that the real readiness probes are what gets exercised; and an
+//! OpenAI-style `POST /v1/chat/completions` (also `/chat/completions`) with deterministic
+//! answers and `usage` token counts ([`chat_answer`]), so a model step can be exercised.
 //!
 //! Single-model mode: `/health` is 200 `{"status":"ok"}` (or 503 "Loading model"), and
 //! `/v1/models` lists the served models with no status. Router mode: every listed model carries
@@ -110,6 +112,7 @@ pub struct SimLlama {
     state: Arc<Mutex<State>>,
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
+    chats: Arc<AtomicU64>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -139,17 +142,22 @@ impl SimLlama {
         }));
         let requests = Arc::new(AtomicU64::new(0));
         let connections = Arc::new(AtomicU64::new(0));
+        let chats = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(accept(
             listener,
             state.clone(),
-            requests.clone(),
-            connections.clone(),
+            Counters {
+                requests: requests.clone(),
+                connections: connections.clone(),
+                chats: chats.clone(),
+            },
         ));
         SimLlama {
             addr,
             state,
             requests,
             connections,
+            chats,
             task: Some(task),
         }
     }
@@ -209,6 +217,11 @@ impl SimLlama {
         self.connections.load(Ordering::SeqCst)
     }
 
+    /// Chat completions answered so far (200 answers only).
+    pub fn chats(&self) -> u64 {
+        self.chats.load(Ordering::SeqCst)
+    }
+
     /// Stop listening; once this returns, connections are refused.
     pub async fn stop(&mut self) {
         if let Some(t) = self.task.take() {
@@ -226,27 +239,29 @@ impl Drop for SimLlama {
     }
 }
 
-async fn accept(
-    listener: TcpListener,
-    state: Arc<Mutex<State>>,
+#[derive(Clone)]
+struct Counters {
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
-) {
+    chats: Arc<AtomicU64>,
+}
+
+async fn accept(listener: TcpListener, state: Arc<Mutex<State>>, counters: Counters) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        connections.fetch_add(1, Ordering::SeqCst);
+        counters.connections.fetch_add(1, Ordering::SeqCst);
         // Answer without waiting for the peer's ACK of a previous segment (Nagle).
         let _ = stream.set_nodelay(true);
         let state = state.clone();
-        let requests = requests.clone();
+        let counters = counters.clone();
         conns.spawn(async move {
             let service = service_fn(move |req| {
                 let state = state.clone();
-                let requests = requests.clone();
-                async move { Ok::<_, Infallible>(answer(req, &state, &requests).await) }
+                let counters = counters.clone();
+                async move { Ok::<_, Infallible>(answer(req, &state, &counters).await) }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -268,13 +283,13 @@ fn json(status: u16, body: String) -> Response<Full<Bytes>> {
 async fn answer(
     req: Request<Incoming>,
     state: &Mutex<State>,
-    requests: &AtomicU64,
+    counters: &Counters,
 ) -> Response<Full<Bytes>> {
     let s = state.lock().expect("simllama state lock").clone();
     if !s.delay.is_zero() {
         tokio::time::sleep(s.delay).await;
     }
-    requests.fetch_add(1, Ordering::SeqCst);
+    counters.requests.fetch_add(1, Ordering::SeqCst);
     if s.redirect {
         return Response::builder()
             .status(StatusCode::FOUND)
@@ -283,6 +298,13 @@ async fn answer(
             .expect("invariant: a redirect is a response");
     }
     match req.uri().path() {
+        "/v1/chat/completions" | "/chat/completions" if req.method() == hyper::Method::POST => {
+            let answer = chat(req, &s).await;
+            if answer.status() == StatusCode::OK {
+                counters.chats.fetch_add(1, Ordering::SeqCst);
+            }
+            answer
+        }
         "/health" => match s.health {
             SimHealth::Ok => json(200, r#"{"status":"ok"}"#.into()),
             SimHealth::Loading => json(
@@ -329,4 +351,87 @@ async fn answer(
             r#"{"error":{"code":404,"message":"not found"}}"#.into(),
         ),
     }
+}
+
+/// Largest chat request body read (larger is 413).
+const MAX_CHAT_BYTES: usize = 1024 * 1024;
+
+/// `POST /v1/chat/completions`: a served model (healthy, listed, and loaded in router mode)
+/// answers [`chat_answer`]; another model is 404, a runtime not ready 503, a bad body 400.
+async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    let error = |code: u16, message: &str| {
+        json(
+            code,
+            serde_json::json!({"error": {"code": code, "message": message}}).to_string(),
+        )
+    };
+    if s.health != SimHealth::Ok {
+        return error(503, "Loading model");
+    }
+    let body = match http_body_util::Limited::new(req.into_body(), MAX_CHAT_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return error(413, "request too large"),
+    };
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return error(400, "body is not JSON");
+    };
+    let (Some(model), Some(messages)) = (
+        request.get("model").and_then(|m| m.as_str()),
+        request.get("messages").and_then(|m| m.as_array()),
+    ) else {
+        return error(400, "model and messages are required");
+    };
+    let served = s
+        .models
+        .iter()
+        .any(|m| m.id == model && matches!(m.status, None | Some(RouterStatus::Loaded)));
+    if !served {
+        return error(404, "model not found");
+    }
+    let texts: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+        .collect();
+    json(200, chat_answer(model, &texts).to_string())
+}
+
+/// The deterministic answer of a chat completion of `model` over messages with `texts`: the
+/// same request always gets the same content and `usage` (prompt tokens: one per 4 bytes of
+/// the messages, at least one each; completion tokens: one per word of the answer).
+pub fn chat_answer(model: &str, texts: &[&str]) -> serde_json::Value {
+    // FNV-1a over the model and every message: a stable fingerprint of the request.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in model
+        .bytes()
+        .chain(texts.iter().flat_map(|t| t.bytes().chain([0u8])))
+    {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let content = format!("simulated answer {h:016x} from {model}");
+    let prompt: u64 = texts
+        .iter()
+        .map(|t| (t.len() as u64).div_ceil(4).max(1))
+        .sum();
+    let completion = content.split_whitespace().count() as u64;
+    serde_json::json!({
+        "id": format!("chatcmpl-{h:016x}"),
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    })
 }

@@ -3,13 +3,16 @@
 //! pending-effect ledger and the complete version envelope (`checkpoint.integrity`). A body
 //! whose checksum does not verify is corrupt: the run is quarantined for recovery review.
 //!
-//! In this slice the effect ledger, approvals, F/L/R, results and evaluator state are empty
-//! (nothing runs yet); they are present so the shape does not change when they fill.
+//! The step loop fills `results` (each step's result digest), `retries` (the attempt in
+//! flight and the generation that entered it), `r_frontier` (the cursor of the next step) and
+//! `budgets_used`; a resume rebuilds the run's progress from them ([`progress_of`]). The effect
+//! ledger, approvals, F/L state and evaluator state stay empty until Runner II.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::budgets::{Budgets, CONTRACT};
+use super::progress::{Progress, StepResult, Used};
 
 /// The domain of the checksum (a checksum of one kind of body is never another's).
 const DOMAIN: &[u8] = b"lychd.runner.checkpoint/v1\n";
@@ -24,6 +27,7 @@ pub struct Snapshot<'a> {
     pub state: &'a str,
     pub budgets: Budgets,
     pub interrupt_pending: bool,
+    pub progress: &'a Progress,
     pub envelope: Envelope<'a>,
 }
 
@@ -71,6 +75,7 @@ impl Snapshot<'_> {
             Vec::new()
         };
         let e = &self.envelope;
+        let p = self.progress;
         let v = json!({
             "schema": "lychd.runner.checkpoint/v1",
             "run_id": self.run_id,
@@ -80,12 +85,20 @@ impl Snapshot<'_> {
             "pending_effects": [],
             "pending_interrupts": interrupts,
             "budgets": budgets,
-            "retries": {},
+            "retries": {
+                "attempt": p.attempt,
+                "attempt_generation": p.attempt_generation,
+                "jitter_seed": p.jitter_seed,
+            },
+            "budgets_used": {"steps": p.used.steps, "tokens": p.used.tokens},
+            "handoff": p.handoff,
             "approvals": [],
             "f_state": {},
             "l_supports": [],
-            "r_frontier": [],
-            "results": [],
+            "r_frontier": {"cursor": p.cursor},
+            "results": p.results.iter().map(|r| json!({
+                "step": r.step, "digest": r.digest, "tokens": r.tokens,
+            })).collect::<Vec<_>>(),
             "evaluator_state": {},
             "versions": {
                 "workflow_name": e.workflow_name,
@@ -104,12 +117,64 @@ impl Snapshot<'_> {
     }
 }
 
+/// The progress a checkpoint body records (`None` when the body is not one of ours).
+pub fn progress_of(body: &[u8]) -> Option<Progress> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let n = |v: &Value| v.as_u64();
+    let results = v
+        .get("results")?
+        .as_array()?
+        .iter()
+        .map(|r| {
+            Some(StepResult {
+                step: r.get("step")?.as_str()?.to_owned(),
+                digest: r.get("digest")?.as_str()?.to_owned(),
+                tokens: n(r.get("tokens")?)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let retries = v.get("retries")?;
+    let used = v.get("budgets_used")?;
+    Some(Progress {
+        cursor: usize::try_from(n(v.get("r_frontier")?.get("cursor")?)?).ok()?,
+        attempt: u32::try_from(n(retries.get("attempt")?)?).ok()?,
+        attempt_generation: retries.get("attempt_generation")?.as_i64()?,
+        results,
+        used: Used {
+            steps: n(used.get("steps")?)?,
+            tokens: n(used.get("tokens")?)?,
+        },
+        jitter_seed: match retries.get("jitter_seed") {
+            None | Some(Value::Null) => None,
+            Some(s) => Some(s.as_u64()?),
+        },
+        handoff: match v.get("handoff") {
+            None | Some(Value::Null) => None,
+            Some(h) => Some(serde_json::from_value(h.clone()).ok()?),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    static FRESH: Progress = Progress {
+        cursor: 0,
+        attempt: 0,
+        attempt_generation: 0,
+        results: Vec::new(),
+        used: Used {
+            steps: 0,
+            tokens: 0,
+        },
+        handoff: None,
+        jitter_seed: None,
+    };
+
     fn snapshot(state: &str) -> Snapshot<'_> {
         Snapshot {
+            progress: &FRESH,
             run_id: "r",
             version: 2,
             generation: 1,
@@ -154,6 +219,7 @@ mod tests {
         }
         assert_eq!(snapshot("PLAN").checkpoint(), c, "deterministic");
         assert_ne!(snapshot("ACT").checkpoint().checksum, c.checksum);
+        assert_eq!(progress_of(&c.body), Some(Progress::default()));
         let mut corrupt = c.body.clone();
         corrupt[10] ^= 1;
         assert!(!verifies(&corrupt, &c.checksum));

@@ -42,7 +42,12 @@ pub struct Step {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepKind {
-    Model { family: String },
+    /// A model step: the capability `family` to lease, and optionally the `model` (a model id
+    /// or an alias an animator declares) the lease must be for.
+    Model {
+        family: String,
+        model: Option<String>,
+    },
     Task,
 }
 
@@ -86,6 +91,11 @@ fn slug(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_lowercase())
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// A model id or alias as the Dispatcher takes it: 1 to 128 printable ASCII, no space.
+fn model_id(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.chars().all(|c| c.is_ascii_graphic())
 }
 
 fn version(s: &str) -> bool {
@@ -198,7 +208,7 @@ impl Workflow {
         }
         for (i, sv) in items.iter().enumerate() {
             let path = format!("/steps/{i}");
-            let so = object(sv, &path, &["id", "kind", "family", "closes"])?;
+            let so = object(sv, &path, &["id", "kind", "family", "model", "closes"])?;
             let id = slug_at(so, &path, "id")?.to_owned();
             if steps.iter().any(|x: &Step| x.id == id) {
                 return bad(format!("{path}/id"), "is declared twice");
@@ -209,12 +219,26 @@ impl Workflow {
                     if !FAMILIES.contains(&family) {
                         return bad(format!("{path}/family"), "must be a capability family");
                     }
+                    let model = match so.get("model") {
+                        None => None,
+                        Some(Value::String(m)) if model_id(m) => Some(m.clone()),
+                        Some(_) => {
+                            return bad(
+                                format!("{path}/model"),
+                                "must be a model id (1 to 128 printable characters, no space)",
+                            );
+                        }
+                    };
                     StepKind::Model {
                         family: family.to_owned(),
+                        model,
                     }
                 }
                 "task" if so.contains_key("family") => {
                     return bad(format!("{path}/family"), "is only for model steps");
+                }
+                "task" if so.contains_key("model") => {
+                    return bad(format!("{path}/model"), "is only for model steps");
                 }
                 "task" => StepKind::Task,
                 "effect" => {
@@ -270,7 +294,20 @@ mod tests {
         assert_eq!(
             w.steps[0].kind,
             StepKind::Model {
-                family: "chat".into()
+                family: "chat".into(),
+                model: None,
+            }
+        );
+        let named = GOOD.replace(
+            "\"family\":\"chat\"",
+            "\"family\":\"chat\",\"model\":\"qwen3-0.6b\"",
+        );
+        let w = Workflow::parse(named.as_bytes()).expect("valid");
+        assert_eq!(
+            w.steps[0].kind,
+            StepKind::Model {
+                family: "chat".into(),
+                model: Some("qwen3-0.6b".into()),
             }
         );
     }
@@ -286,6 +323,16 @@ mod tests {
                 "/steps/0/family",
             ),
             ("\"kind\":\"task\"", "\"kind\":\"effect\"", "/steps/1/kind"),
+            (
+                "\"family\":\"chat\"",
+                "\"family\":\"chat\",\"model\":\"has space\"",
+                "/steps/0/model",
+            ),
+            (
+                "\"kind\":\"task\"",
+                "\"kind\":\"task\",\"model\":\"m\"",
+                "/steps/1/model",
+            ),
             (
                 "\"closes\":[\"summary\"]",
                 "\"closes\":[\"nothing\"]",

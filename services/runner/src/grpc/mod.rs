@@ -24,6 +24,7 @@ use crate::domain::fsm::Fsm;
 use crate::error::RunnerError;
 use crate::error::reasons::PAGE_TOKEN_INVALID;
 use crate::service::Service;
+use crate::service::driver::Driver;
 use crate::service::runs::Reader;
 
 pub struct RunnerService {
@@ -277,16 +278,25 @@ impl Runner for RunnerService {
 /// `authorize`).
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
+        let settings = crate::config::load(&ctx.config)?;
         let fsm =
             Fsm::bound().map_err(|broken| anyhow::anyhow!("control fsm refused: {broken}"))?;
-        Ok(routes(&ctx, fsm))
+        let service = Service::new(ctx.pool.clone(), fsm);
+        if settings.drive {
+            let models = crate::model::Models::new(&ctx)?;
+            let driver = Arc::new(Driver::new(service.clone(), models, settings));
+            // The loop ends with the process; a lease it held expires and another runner
+            // resumes the run from its last checkpoint.
+            tokio::spawn(driver.run());
+        }
+        Ok(routes(&ctx, service))
     })
 }
 
-fn routes(ctx: &ServeContext, fsm: Fsm) -> Routes {
+fn routes(ctx: &ServeContext, service: Arc<Service>) -> Routes {
     let server = RunnerServer::new(RunnerService {
         ctx: ctx.clone(),
-        service: Service::new(ctx.pool.clone(), fsm),
+        service,
         streams: lychd_runtime::streams::StreamLimit::new(
             STREAM_LIMIT,
             lychd_runtime::streams::default_share(STREAM_LIMIT),

@@ -3,6 +3,7 @@
 //! read, list, cancel and the transitions of runs.
 
 pub mod checkpoints;
+pub mod driver;
 pub mod runs;
 pub mod watch;
 

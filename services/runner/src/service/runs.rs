@@ -2,15 +2,16 @@
 //! reads scoped to the owner (or every owner for a reader of all), cancellation through the
 //! control FSM only, and the run's transitions in order.
 //!
-//! Nothing drives a run past `CREATED` yet: the runner's step loop (leases, budgets,
-//! checkpoints) is the next slice of issue 27. Every state change this module makes is an
-//! edge of the FSM, committed under the run's version and lease generation.
+//! The step loop that drives a run past `CREATED` is `service::driver`. Every state change
+//! this module makes is an edge of the FSM, committed under the run's version and lease
+//! generation.
 
 use uuid::Uuid;
 
 use super::Service;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{Checkpoint, Envelope, Snapshot};
+use crate::domain::progress::Progress;
 use crate::domain::run::{STATE_SCHEMA_VERSION, request_digest, sha256};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
@@ -63,6 +64,7 @@ impl Service {
             state: self.fsm.initial(),
             budgets: cmd.budgets,
             interrupt_pending: false,
+            progress: &Progress::default(),
             envelope: Envelope {
                 workflow_name: &cmd.workflow.name,
                 workflow_version: &cmd.workflow.version,
@@ -186,8 +188,20 @@ impl Service {
         .await?)
     }
 
-    /// The checkpoint of `run` at `version` in `state`.
+    /// The checkpoint of `run` at `version` in `state` (with the progress the run row holds).
     pub(super) fn checkpoint_of(&self, run: &RunRow, version: i64, state: &str) -> Checkpoint {
+        let progress = progress_of_row(run);
+        self.checkpoint_with(run, version, state, &progress)
+    }
+
+    /// The checkpoint of `run` at `version` in `state` with `progress`.
+    pub(super) fn checkpoint_with(
+        &self,
+        run: &RunRow,
+        version: i64,
+        state: &str,
+        progress: &Progress,
+    ) -> Checkpoint {
         let run_id = run.id.hyphenated().to_string();
         Snapshot {
             run_id: &run_id,
@@ -196,6 +210,7 @@ impl Service {
             state,
             budgets: Budgets(run.budgets.map(|b| u64::try_from(b).unwrap_or(0))),
             interrupt_pending: run.interrupt_pending,
+            progress,
             envelope: Envelope {
                 workflow_name: &run.workflow_name,
                 workflow_version: &run.workflow_version,
@@ -206,4 +221,13 @@ impl Service {
         }
         .checkpoint()
     }
+}
+
+/// The progress a run row holds (a row the office wrote always parses; anything else reads as
+/// a fresh run, which a resume's checkpoint comparison then refuses).
+pub(super) fn progress_of_row(run: &RunRow) -> Progress {
+    serde_json::from_str::<serde_json::Value>(&run.progress)
+        .ok()
+        .and_then(|v| Progress::from_json(&v).ok())
+        .unwrap_or_default()
 }

@@ -1,6 +1,8 @@
 //! SQL on the `runner` schema only, one module per aggregate. Every deciding statement states
 //! its isolation level and lock order: `runs` (a run row is locked `FOR UPDATE`, then its
-//! guarded update and its transition row follow, in one read-committed transaction).
+//! guarded update and its transition row follow, in one read-committed transaction); `leases`
+//! (the runner lease: a claim is one `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`).
 
 pub mod feed;
+pub mod leases;
 pub mod runs;

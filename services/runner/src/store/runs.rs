@@ -30,6 +30,11 @@ pub struct RunRow {
     pub version: i64,
     pub generation: i64,
     pub interrupt_pending: bool,
+    /// The run's progress (JSON of `domain::progress::Progress`; `{}` before its start).
+    pub progress: String,
+    /// The runner process holding the run's lease, if any.
+    pub lease_holder: Option<String>,
+    pub lease_expires_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
@@ -46,13 +51,14 @@ const BUDGETS: [&str; 9] = [
     "max_parallelism",
 ];
 
-const RUN: &str = "id, listed, owner, request_id, request_sha256, workflow_sha256, workflow_name, \
+pub(super) const RUN: &str = "id, listed, owner, request_id, request_sha256, workflow_sha256, workflow_name, \
      workflow_version, state_schema_version, fsm_sha256, input_sha256, max_steps, \
      max_tool_calls, max_retries_per_transition, max_wall_seconds, max_suspended_seconds, \
      max_tokens, max_cost_milli, max_recursion_depth, max_parallelism, state, \
-     terminal_category, version, generation, interrupt_pending, created_at, updated_at";
+     terminal_category, version, generation, interrupt_pending, progress::text AS progress, \
+     lease_holder, lease_expires_at, created_at, updated_at";
 
-fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
+pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
     let mut budgets = [0; 9];
     for (b, name) in budgets.iter_mut().zip(BUDGETS) {
         *b = r.try_get(name)?;
@@ -75,6 +81,9 @@ fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
         version: r.try_get("version")?,
         generation: r.try_get("generation")?,
         interrupt_pending: r.try_get("interrupt_pending")?,
+        progress: r.try_get("progress")?,
+        lease_holder: r.try_get("lease_holder")?,
+        lease_expires_at: r.try_get("lease_expires_at")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -256,7 +265,9 @@ pub async fn list(
 
 /// Commit `t` on `current` under the fence: the row must still be at `current`'s state,
 /// version and generation (else `None`, nothing written). Its transition row and its
-/// `checkpoint` (of the version it makes) are written with it. The run after the commit.
+/// `checkpoint` (of the version it makes) are written with it, and the run's `progress`
+/// (JSON; `None` keeps it). A run entering a terminal state gives up its lease. The run after
+/// the commit.
 pub async fn commit(
     tx: &mut Transaction<'_, Postgres>,
     current: &RunRow,
@@ -264,9 +275,23 @@ pub async fn commit(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
 ) -> Result<Option<RunRow>, sqlx::Error> {
+    commit_with(tx, current, t, terminal_category, checkpoint, None).await
+}
+
+/// [`commit`] writing `progress` (JSON) with the state.
+pub async fn commit_with(
+    tx: &mut Transaction<'_, Postgres>,
+    current: &RunRow,
+    t: &NewTransition<'_>,
+    terminal_category: Option<&str>,
+    checkpoint: &Checkpoint,
+    progress: Option<&str>,
+) -> Result<Option<RunRow>, sqlx::Error> {
     let row = sqlx::query(&format!(
         "UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
-                updated_at = now() \
+                progress = COALESCE($7::jsonb, progress), updated_at = now(), \
+                lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
+                lease_expires_at = CASE WHEN $6::text IS NULL THEN lease_expires_at END \
           WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 RETURNING {RUN}"
     ))
     .bind(current.id)
@@ -275,6 +300,7 @@ pub async fn commit(
     .bind(current.generation)
     .bind(t.target_state)
     .bind(terminal_category)
+    .bind(progress)
     .fetch_optional(&mut **tx)
     .await?;
     let Some(row) = row else {

@@ -6,7 +6,7 @@ use lychd_proto::runner::v1::runner_client::RunnerClient;
 use lychd_proto::ward::v1::PrincipalKind;
 use lychd_runtime::client::PeerChannel;
 pub use lychd_testkit::refusal::{assert_refused as refused, field_violations as fields};
-use lychd_testkit::{Spawned, spawn_office};
+use lychd_testkit::{Spawned, spawn_office_with};
 
 pub type Client = RunnerClient<PeerChannel>;
 
@@ -17,9 +17,16 @@ pub struct Stack {
     pub client: Client,
 }
 
-/// A Runner whose tester holds start, read and cancel on `run:*`.
+/// A Runner whose tester holds start, read and cancel on `run:*`; its step loop is off (runs
+/// stay where the API puts them).
 pub async fn stack() -> Stack {
-    let spawned = spawn_office(lychd_runner::spec()).await;
+    stack_with("drive = false").await
+}
+
+/// A Runner whose `[office]` section is `office` (TOML).
+pub async fn stack_with(office: &str) -> Stack {
+    let table: toml::Table = office.parse().expect("office section");
+    let spawned = spawn_office_with(lychd_runner::spec(), move |c| c.office = table).await;
     for action in TESTER_ACTIONS {
         spawned.allow(action, "run:*").await;
     }
@@ -134,4 +141,16 @@ pub async fn force_state(s: &Stack, id: &str, state: &str, category: Option<&str
         .execute(&mut db)
         .await
         .expect("force state");
+}
+
+/// Wait until `holds` answers true, polling every 5 ms for at most 20 s (`what` names it).
+pub async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut holds: impl FnMut() -> F,
+) {
+    let t = std::time::Instant::now();
+    while !holds().await {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }

@@ -6,5 +6,8 @@ mod checkpoints;
 mod common;
 mod fence;
 mod input;
+mod model;
+mod replicas;
 mod runs;
+mod steps;
 mod watch;

@@ -12,7 +12,7 @@ use lychd_auth::admin::WardAdmin;
 use lychd_runtime::Office;
 use tonic::transport::Channel;
 
-use super::grants::{OPERATOR_GRANTS, ORCHESTRATOR_GRANTS, WARD_GRANTS};
+use super::grants::{OPERATOR_GRANTS, ORCHESTRATOR_GRANTS, RUNNER_GRANTS, WARD_GRANTS};
 use super::secrets;
 
 /// Lifetime asked for the enrolling session (only Ward sees it).
@@ -93,11 +93,13 @@ fn operator_grants() -> Vec<Grant> {
 }
 
 /// An office's service principal describes its peers; the Orchestrator also observes animators
-/// and closes and reopens admission; Ward also appends HelmLoop owner records and reads HelmLoop records.
+/// and closes and reopens admission; Ward also appends HelmLoop owner records and reads HelmLoop
+/// records; the Runner also leases (and releases) capabilities for model steps.
 fn service_grants(office: Office) -> Vec<Grant> {
     let own: &'static [(&str, &str)] = match office {
         Office::Orchestrator => ORCHESTRATOR_GRANTS,
         Office::Ward => WARD_GRANTS,
+        Office::Runner => RUNNER_GRANTS,
         _ => &[],
     };
     Office::ALL
@@ -221,6 +223,20 @@ mod tests {
                     BTreeSet::from([
                         Grant::Assign("dispatcher:observe", "animator:*"),
                         Grant::Assign("dispatcher:admission", "animator:*"),
+                    ])
+                );
+            } else if office == Office::Runner {
+                // Model steps: a lease on a capability and its release; no observation, no
+                // admission.
+                let own: BTreeSet<Grant> = grants
+                    .into_iter()
+                    .filter(|g| matches!(g, Grant::Assign(..)))
+                    .collect();
+                assert_eq!(
+                    own,
+                    BTreeSet::from([
+                        Grant::Assign("dispatcher:lease", "capability:*"),
+                        Grant::Assign("dispatcher:lease", "lease:*"),
                     ])
                 );
             } else if office == Office::Ward {

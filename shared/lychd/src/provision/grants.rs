@@ -69,3 +69,10 @@ pub(super) const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:observe", "animator:*"),
     ("dispatcher:admission", "animator:*"),
 ];
+
+/// The Runner's service principal: a model step leases its capability from the Dispatcher and
+/// releases the lease after the call (Ward is asked again, for this principal, on every lease).
+pub(super) const RUNNER_GRANTS: &[(&str, &str)] = &[
+    ("dispatcher:lease", "capability:*"),
+    ("dispatcher:lease", "lease:*"),
+];

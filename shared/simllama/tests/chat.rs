@@ -1,0 +1,62 @@
+//! The simulated runtime's OpenAI-style chat completions: deterministic answers with `usage`
+//! token counts from a served model; another model, a runtime not ready or a bad body refused.
+
+use lychd_simllama::{RouterStatus, SimHealth, SimLlama, SimModel, chat_answer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// POST `body` to `path` over a fresh connection: the status and the body.
+async fn post(sim: &SimLlama, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let mut stream = tokio::net::TcpStream::connect(sim.addr())
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.expect("read");
+    let status = raw[9..12].parse().expect("status");
+    let (_, body) = raw.split_once("\r\n\r\n").expect("head and body");
+    (status, serde_json::from_str(body).expect("json body"))
+}
+
+const ASK: &str = r#"{"model":"m","messages":[{"role":"user","content":"say something"}]}"#;
+
+#[tokio::test]
+async fn a_served_model_answers_deterministically_with_usage() {
+    let sim = SimLlama::serving("m").await;
+    let (status, first) = post(&sim, "/v1/chat/completions", ASK).await;
+    assert_eq!(status, 200);
+    let (_, again) = post(&sim, "/v1/chat/completions", ASK).await;
+    assert_eq!(first, again, "the same request, the same answer");
+    assert_eq!(first, chat_answer("m", &["say something"]));
+    let usage = &first["usage"];
+    assert_eq!(usage["prompt_tokens"], 4);
+    assert_eq!(usage["completion_tokens"], 5);
+    assert_eq!(usage["total_tokens"], 9);
+    let other = ASK.replace("something", "else");
+    let (_, different) = post(&sim, "/v1/chat/completions", &other).await;
+    assert_ne!(
+        different["choices"][0]["message"]["content"],
+        first["choices"][0]["message"]["content"]
+    );
+    assert_eq!(sim.chats(), 3);
+}
+
+#[tokio::test]
+async fn another_model_a_runtime_not_ready_or_a_bad_body_is_refused_and_not_counted() {
+    let sim = SimLlama::serving("m").await;
+    let (status, _) = post(&sim, "/v1/chat/completions", &ASK.replace("\"m\"", "\"x\"")).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(&sim, "/v1/chat/completions", "not json").await;
+    assert_eq!(status, 400);
+    sim.set_models(vec![SimModel::router("m", RouterStatus::Unloaded)]);
+    let (status, _) = post(&sim, "/v1/chat/completions", ASK).await;
+    assert_eq!(status, 404, "an unloaded router model does not answer");
+    sim.set_models(vec![SimModel::served("m")]);
+    sim.set_health(SimHealth::Loading);
+    let (status, _) = post(&sim, "/v1/chat/completions", ASK).await;
+    assert_eq!(status, 503);
+    assert_eq!(sim.chats(), 0);
+}
