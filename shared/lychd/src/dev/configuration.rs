@@ -25,6 +25,19 @@ pub(super) const DEV_GPUS: &[(&str, &str)] = &[
     ("gpu-c", "mistral-7b-q4"),
 ];
 
+/// The simulated GPU whose memory decides what stops (issue 25 point 4): its name and
+/// capacity in MiB.
+pub(super) const DEV_DEVICE: (&str, u64) = ("sim-gpu", 16_000);
+/// The animators placed on [`DEV_DEVICE`], with NO declared conflict (placed, so no
+/// `default-exclusive`): `(animator, model, declared MiB, MiB it really holds while it runs)`.
+/// Either fits alone; together (9,000 + 8,000 declared) they do not, so memory alone forces
+/// the eviction. The first one runs at start; the simulated host holds what each really
+/// takes, so a measurement after WARM replaces the declaration.
+pub(super) const DEV_PLACED: &[(&str, &str, u64, u64)] = &[
+    ("mem-a", "gemma-2-9b-q8", 9_000, 9_500),
+    ("mem-b", "phi-4-q8", 8_000, 8_500),
+];
+
 /// Where everything the stack runs listens: loopback only.
 pub(super) fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
@@ -150,6 +163,8 @@ pub(super) struct Configs<'a> {
     pub runtime: &'a str,
     /// The endpoints of [`DEV_GPUS`]' runtimes, in that order.
     pub gpus: &'a [String],
+    /// The endpoints of [`DEV_PLACED`]'s runtimes, in that order.
+    pub placed: &'a [String],
     /// The simulated host's control API (the Orchestrator's `simulated` actuator).
     pub host_control: &'a str,
 }
@@ -207,8 +222,10 @@ impl Configs<'_> {
                 s.push_str(&self.registry());
             }
             Office::Orchestrator => {
+                let (device, capacity) = DEV_DEVICE;
                 s.push_str(&format!(
-                    "\n[office]\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n",
+                    "\n[office]\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n\n\
+                     [[office.devices]]\nname = \"{device}\"\nmemory_mib = {capacity}\n",
                     self.host_control
                 ));
                 s.push_str(&self.registry());
@@ -233,7 +250,19 @@ impl Configs<'_> {
                  ready_estimate_seconds = 2\n"
             ));
         }
-        for (animator, model) in std::iter::once(&(DEV_ANIMATOR, DEV_MODEL)).chain(DEV_GPUS) {
+        let device = DEV_DEVICE.0;
+        for ((name, _, declared, _), endpoint) in DEV_PLACED.iter().zip(self.placed) {
+            s.push_str(&format!(
+                "\n[[office.animators]]\nname = \"{name}\"\nsource = \"soulstone\"\n\
+                 dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\
+                 ready_estimate_seconds = 2\ndevice = \"{device}\"\nmemory_mib = {declared}\n"
+            ));
+        }
+        let placed = DEV_PLACED.iter().map(|(a, m, _, _)| (*a, *m));
+        let all = std::iter::once((DEV_ANIMATOR, DEV_MODEL))
+            .chain(DEV_GPUS.iter().copied())
+            .chain(placed);
+        for (animator, model) in all {
             s.push_str(&format!(
                 "\n[[office.capabilities]]\nanimator = \"{animator}\"\nfamily = \"chat\"\n\
                  model_id = \"{model}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
@@ -265,12 +294,16 @@ mod tests {
         let gpus: Vec<String> = (1..=DEV_GPUS.len())
             .map(|i| format!("http://127.0.0.1:4000{i}"))
             .collect();
+        let placed: Vec<String> = (1..=DEV_PLACED.len())
+            .map(|i| format!("http://127.0.0.1:4010{i}"))
+            .collect();
         let configs = Configs {
             layout: &layout,
             ports: &ports,
             pg_port: PG_PORT,
             runtime: RUNTIME,
             gpus: &gpus,
+            placed: &placed,
             host_control: HOST,
         };
         let path = configs.write(office).expect("write");
@@ -453,7 +486,7 @@ mod tests {
         assert_eq!(capability["animator"].as_str(), Some(DEV_ANIMATOR));
         assert_eq!(capability["model_id"].as_str(), Some(DEV_MODEL));
         let animators = dispatcher.office["animators"].as_array().expect("list");
-        assert_eq!(animators.len(), 1 + DEV_GPUS.len());
+        assert_eq!(animators.len(), 1 + DEV_GPUS.len() + DEV_PLACED.len());
         assert!(
             animators[1..]
                 .iter()
@@ -472,6 +505,33 @@ mod tests {
         assert_eq!(
             orchestrator.office["actuator"]["endpoint"].as_str(),
             Some(HOST)
+        );
+        // The memory-placed pair: on the one declared device, with declared footprints that
+        // do not fit together, and no conflict declared.
+        let devices = orchestrator.office["devices"].as_array().expect("devices");
+        assert_eq!(devices.len(), 1);
+        assert_eq!(devices[0]["name"].as_str(), Some(DEV_DEVICE.0));
+        let capacity = devices[0]["memory_mib"].as_integer().expect("capacity");
+        assert_eq!(capacity as u64, DEV_DEVICE.1);
+        let placed: Vec<&toml::Value> = animators
+            .iter()
+            .filter(|a| a.get("device").is_some())
+            .collect();
+        assert_eq!(placed.len(), 2);
+        let declared: i64 = placed
+            .iter()
+            .map(|a| a["memory_mib"].as_integer().expect("declared"))
+            .sum();
+        assert!(declared as u64 > DEV_DEVICE.1, "together they do not fit");
+        assert!(
+            placed
+                .iter()
+                .all(|a| a["memory_mib"].as_integer().expect("declared") as u64 <= DEV_DEVICE.1),
+            "each fits alone"
+        );
+        assert!(
+            dispatcher.office.get("devices").is_none(),
+            "devices are the Orchestrator's"
         );
         for office in Office::ALL
             .into_iter()

@@ -18,7 +18,9 @@ use lychd_runtime::Office;
 
 use crate::DevArgs;
 use cluster::Postgres;
-use configuration::{Configs, DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback_url};
+use configuration::{
+    Configs, DEV_ANIMATOR, DEV_DEVICE, DEV_GPUS, DEV_MODEL, DEV_PLACED, Layout, loopback_url,
+};
 use supervision::Supervised;
 
 /// How long Ward has to serve after a start.
@@ -48,16 +50,27 @@ async fn run_offices(
     // No model runtime runs on a developer's machine: a simulated host stands in — the
     // resident animator's llama.cpp runtime and a simulated GPU of animators in conflict, whose
     // units the Orchestrator's `simulated` actuator starts and stops — and the Dispatcher's real
-    // probe observes them. It is its own child process (`lychd-simhost`), as a host would be:
-    // stopped with the stack, and gone by itself when `lychd dev` is.
+    // probe observes them — and a second simulated GPU with a capacity, whose two animators
+    // declare no conflict but do not fit together, so memory decides what stops. It is its own
+    // child process (`lychd-simhost`), as a host would be: stopped with the stack, and gone by
+    // itself when `lychd dev` is.
     let mut units: Vec<(&str, &[&str])> = vec![(DEV_ANIMATOR, &[DEV_MODEL][..])];
     for (name, model) in DEV_GPUS {
         units.push((name, std::slice::from_ref(model)));
     }
-    let host = lychd_simllama::SimHostProcess::spawn(
+    for (name, model, _, _) in DEV_PLACED {
+        units.push((name, std::slice::from_ref(model)));
+    }
+    let held: Vec<(&str, u64, &str)> = DEV_PLACED
+        .iter()
+        .map(|(name, _, _, holds)| (*name, *holds, DEV_DEVICE.0))
+        .collect();
+    let host = lychd_simllama::SimHostProcess::spawn_placed(
         &bin_dir.join(supervision::SIMHOST),
         &units,
-        &[DEV_ANIMATOR, DEV_GPUS[0].0],
+        &[DEV_ANIMATOR, DEV_GPUS[0].0, DEV_PLACED[0].0],
+        &[DEV_DEVICE],
+        &held,
     )
     .await
     .context("start the simulated host (lychd-simhost)")?;
@@ -65,6 +78,10 @@ async fn run_offices(
     let mut gpus = Vec::new();
     for (name, _) in DEV_GPUS {
         gpus.push(host.endpoint(name).await);
+    }
+    let mut placed = Vec::new();
+    for (name, _, _, _) in DEV_PLACED {
+        placed.push(host.endpoint(name).await);
     }
     let host_control = host.control_endpoint();
     // Ports are chosen free, but another process (another stack) may take one before the
@@ -80,6 +97,7 @@ async fn run_offices(
             pg_port: postgres.port(),
             runtime: &runtime_endpoint,
             gpus: &gpus,
+            placed: &placed,
             host_control: &host_control,
         };
         let mut offices = Vec::new();

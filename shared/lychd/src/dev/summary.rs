@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use lychd_runtime::Office;
 
-use super::configuration::{DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback};
+use super::configuration::{
+    DEV_ANIMATOR, DEV_DEVICE, DEV_GPUS, DEV_MODEL, DEV_PLACED, Layout, loopback,
+};
 use crate::provision::secrets::SECRET_MODE;
 
 /// The summary printed once every office serves; `session` is the operator session's lifetime.
@@ -51,6 +53,13 @@ pub(super) fn summary(
             "gpu           {} in conflict on one simulated GPU ({} runs); host control {host_control}/units",
             gpus.join(", "),
             gpus[0]
+        ),
+        format!(
+            "memory        {} on {} ({} MiB; no declared conflict, together they do not fit; {} runs)",
+            DEV_PLACED.iter().map(|(name, _, _, _)| *name).collect::<Vec<_>>().join(", "),
+            DEV_DEVICE.0,
+            DEV_DEVICE.1,
+            DEV_PLACED[0].0
         ),
         format!("endpoints     {}", layout.endpoints.display()),
         format!(
