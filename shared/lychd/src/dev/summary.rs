@@ -91,6 +91,24 @@ pub(super) fn summary(
     lines.join("\n") + "\n"
 }
 
+/// The replicas, printed after the summary when there is more than one: each office's
+/// addresses in order (the first is the one `endpoints.json` names).
+pub(super) fn replicas(sets: &[BTreeMap<Office, u16>]) -> String {
+    let mut lines = vec![format!(
+        "replicas      {} of every office on one PostgreSQL (dev/replicas.json); the \
+         Orchestrator's further replicas are standbys until the first's host lease lapses",
+        sets.len()
+    )];
+    for office in Office::ALL {
+        let addrs: Vec<String> = sets
+            .iter()
+            .map(|set| loopback(set[&office]).to_string())
+            .collect();
+        lines.push(format!("  {:<13} {}", office.name(), addrs.join(", ")));
+    }
+    lines.join("\n") + "\n"
+}
+
 /// A duration as an operator reads it: `12 h`, `1 h 30 min`, `15 s` (under a second: `250 ms`).
 pub(super) fn duration_text(d: Duration) -> String {
     let secs = d.as_secs();
@@ -125,6 +143,21 @@ mod tests {
 
     fn layout() -> Layout {
         Layout::new(Path::new("/srv/lychd-state")).expect("layout")
+    }
+
+    #[test]
+    fn every_replica_of_every_office_is_listed_in_order() {
+        let second: BTreeMap<Office, u16> = Office::ALL.into_iter().zip(62001..).collect();
+        let text = replicas(&[ports(), second]);
+        assert!(
+            text.starts_with("replicas      2 of every office"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  dispatcher    127.0.0.1:61001, 127.0.0.1:62001\n"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 1 + Office::ALL.len());
     }
 
     #[test]
