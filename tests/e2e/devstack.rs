@@ -110,6 +110,9 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
     a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
         &endpoints, &tokens,
     );
+    memory_not_a_declared_conflict_forces_the_eviction_a_lease_needs_with_grpcurl(
+        &endpoints, &tokens,
+    );
 
     let child = stack.0.take().expect("running");
     nix::sys::signal::kill(
@@ -321,6 +324,8 @@ fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &st
             "gpu-a:chat:llama-3.1-8b-q4",
             "gpu-b:chat:qwen3-8b-q4",
             "gpu-c:chat:mistral-7b-q4",
+            "mem-a:chat:gemma-2-9b-q8",
+            "mem-b:chat:phi-4-q8",
             "sim0:chat:qwen3-0.6b"
         ],
         "{caps}"
@@ -1012,56 +1017,12 @@ fn a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
         .unwrap_or_else(|| panic!("a sequence: {requested}"))
         .to_owned();
     // Follow it from the cursor (grpcurl prints each event as it arrives).
-    let bearer = format!("authorization: Bearer {}", tokens[&Office::Orchestrator]);
-    let mut watcher = std::process::Command::new(lychd_testkit::grpcurl())
-        .args([
-            "-plaintext",
-            "-max-time",
-            "60",
-            "-H",
-            &bearer,
-            "-d",
-            &format!(r#"{{"after_sequence": "{cursor}"}}"#),
-            &endpoints["orchestrator"],
-            &format!("{orchestrator}/WatchTransitions"),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("grpcurl watches");
-    let (events_tx, events) = std::sync::mpsc::channel::<serde_json::Value>();
-    let stdout = watcher.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for message in serde_json::Deserializer::from_reader(stdout).into_iter() {
-            let Ok(message) = message else { return };
-            if events_tx.send(message).is_err() {
-                return;
-            }
-        }
-    });
-    let mut phases = Vec::new();
-    loop {
-        let e = events
-            .recv_timeout(Duration::from_secs(45))
-            .expect("the watcher prints the next phase");
-        if e["transitionId"] != id.as_str() {
-            continue;
-        }
-        let phase = e["phase"].as_str().expect("phase").to_owned();
-        phases.push(phase.clone());
-        if phase != "TRANSITION_PHASE_COMPLETED" {
-            assert!(
-                !phase.ends_with("DECLINED_NO_EFFECT")
-                    && !phase.ends_with("FAILED_RESTORED")
-                    && !phase.ends_with("CONTAINED_UNCERTAIN"),
-                "{phases:?}"
-            );
-            continue;
-        }
-        break;
-    }
-    let _ = watcher.kill();
-    let _ = watcher.wait();
+    let phases = watch_until_completed(
+        &endpoints["orchestrator"],
+        &tokens[&Office::Orchestrator],
+        &cursor,
+        &id,
+    );
     assert_eq!(
         phases.first().map(String::as_str),
         Some("TRANSITION_PHASE_ARBITRATING"),
@@ -1091,5 +1052,186 @@ fn a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
         "lychd.dispatcher.v1.Dispatcher",
         "ReleaseLease",
         &format!(r#"{{"lease_id": "{lease_id}", "holder": "client"}}"#),
+    );
+}
+
+/// `WatchTransitions` from `cursor` with grpcurl (a real process) until transition `id`
+/// completes: its phases, in order (a final phase other than COMPLETED fails).
+fn watch_until_completed(orchestrator: &str, token: &str, cursor: &str, id: &str) -> Vec<String> {
+    let bearer = format!("authorization: Bearer {token}");
+    let mut watcher = std::process::Command::new(lychd_testkit::grpcurl())
+        .args([
+            "-plaintext",
+            "-max-time",
+            "60",
+            "-H",
+            &bearer,
+            "-d",
+            &format!(r#"{{"after_sequence": "{cursor}"}}"#),
+            orchestrator,
+            "lychd.orchestrator.v1.Orchestrator/WatchTransitions",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grpcurl watches");
+    let (events_tx, events) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = watcher.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for message in serde_json::Deserializer::from_reader(stdout).into_iter() {
+            let Ok(message) = message else { return };
+            if events_tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    let mut phases = Vec::new();
+    loop {
+        let e = events
+            .recv_timeout(Duration::from_secs(45))
+            .expect("the watcher prints the next phase");
+        if e["transitionId"] != id {
+            continue;
+        }
+        let phase = e["phase"].as_str().expect("phase").to_owned();
+        phases.push(phase.clone());
+        if phase != "TRANSITION_PHASE_COMPLETED" {
+            assert!(
+                !phase.ends_with("DECLINED_NO_EFFECT")
+                    && !phase.ends_with("FAILED_RESTORED")
+                    && !phase.ends_with("CONTAINED_UNCERTAIN"),
+                "{phases:?}"
+            );
+            continue;
+        }
+        break;
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    phases
+}
+
+/// The cold-capability flow where memory, not a declared conflict, forces the eviction
+/// (issue 25, point 4): `mem-a` (declared 9,000 MiB, running) and `mem-b` (declared 8,000) are
+/// placed on the simulated 16,000 MiB `sim-gpu` with no conflict declared — the topology has
+/// no edge for them. A client's `Lease` of `mem-b`'s model is refused
+/// `hardwareTransitionRequired`; `PreviewPlan` shows the arithmetic (9,000 used and 8,000
+/// needed exceed 16,000: `mem-a` stops, cause `MEMORY`); the client requests the transition, watches it
+/// complete, finds the same arithmetic kept on the transition, and its repeated `Lease` is
+/// granted — while `mem-a`'s model is now the cold one.
+fn memory_not_a_declared_conflict_forces_the_eviction_a_lease_needs_with_grpcurl(
+    endpoints: &BTreeMap<String, String>,
+    tokens: &BTreeMap<Office, String>,
+) {
+    let call = |office: Office, method: &str, body: &str| -> serde_json::Value {
+        let bearer = format!("authorization: Bearer {}", tokens[&office]);
+        let out = grpcurl(&[
+            "-plaintext",
+            "-H",
+            &bearer,
+            "-d",
+            body,
+            &endpoints[office.name()],
+            &format!("{}/{method}", office.grpc_service()),
+        ]);
+        assert!(
+            out.status.success(),
+            "{method}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    };
+    let topology = call(Office::Orchestrator, "GetTopology", "{}");
+    assert!(
+        !topology["edges"].to_string().contains("mem-"),
+        "no conflict declared for the placed pair: {topology}"
+    );
+
+    let lease =
+        r#"{"demand": {"family": "FAMILY_CHAT", "model_id": "phi-4-q8"}, "holder": "client"}"#;
+    let refused = call(Office::Dispatcher, "Lease", lease);
+    let key = refused["hardwareTransitionRequired"]["capabilityKey"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a hardware transition is required: {refused}"))
+        .to_owned();
+    assert_eq!(key, "mem-b:chat:phi-4-q8", "{refused}");
+
+    let preview = call(
+        Office::Orchestrator,
+        "PreviewPlan",
+        &format!(r#"{{"capability_key": "{key}"}}"#),
+    );
+    let plan = &preview["plan"];
+    assert_eq!(plan["action"], "PLAN_ACTION_HARD_SWAP", "{preview}");
+    assert_eq!(plan["evict"], serde_json::json!(["mem-a"]), "{preview}");
+    let expected_arithmetic = serde_json::json!({
+        "device": "sim-gpu",
+        "capacityMib": "16000",
+        "usedMib": "9000",
+        "neededMib": "8000",
+        "neededSource": "DECLARED",
+        "freed": [{"animator": "mem-a", "mib": "9000", "cause": "MEMORY"}],
+        "freedMib": "9000",
+        "freeAfterMib": "8000",
+    });
+    assert_eq!(plan["memory"], expected_arithmetic, "{preview}");
+
+    let requested = call(
+        Office::Orchestrator,
+        "RequestTransition",
+        &format!(r#"{{"capability_key": "{key}", "priority": 50, "request_id": "memory-1"}}"#),
+    );
+    let transition = &requested["transition"];
+    let id = transition["transitionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("recorded: {requested}"))
+        .to_owned();
+    let cursor = transition["events"][0]["sequence"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a sequence: {requested}"))
+        .to_owned();
+    let phases = watch_until_completed(
+        &endpoints["orchestrator"],
+        &tokens[&Office::Orchestrator],
+        &cursor,
+        &id,
+    );
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("TRANSITION_PHASE_COMPLETED")
+    );
+    let got = call(
+        Office::Orchestrator,
+        "GetTransition",
+        &format!(r#"{{"transition_id": "{id}"}}"#),
+    );
+    assert_eq!(got["transition"]["settled"], true, "{got}");
+    assert_eq!(
+        got["transition"]["plan"]["memory"], expected_arithmetic,
+        "the arithmetic the transition ran is kept with it: {got}"
+    );
+
+    let granted = call(Office::Dispatcher, "Lease", lease);
+    assert_eq!(
+        granted["granted"]["capabilityKey"],
+        key.as_str(),
+        "{granted}"
+    );
+    let lease_id = granted["granted"]["leaseId"].as_str().expect("lease id");
+    call(
+        Office::Dispatcher,
+        "ReleaseLease",
+        &format!(r#"{{"lease_id": "{lease_id}", "holder": "client"}}"#),
+    );
+    // Memory stopped mem-a: its model is now the cold one.
+    let evicted = call(
+        Office::Dispatcher,
+        "Lease",
+        r#"{"demand": {"family": "FAMILY_CHAT", "model_id": "gemma-2-9b-q8"}, "holder": "client"}"#,
+    );
+    assert_eq!(
+        evicted["hardwareTransitionRequired"]["capabilityKey"], "mem-a:chat:gemma-2-9b-q8",
+        "{evicted}"
     );
 }

@@ -12,6 +12,7 @@ mod new_office;
 mod offices;
 mod provision;
 mod quadlet;
+mod replicas;
 mod roles;
 mod runbook;
 mod shape;

@@ -1,9 +1,14 @@
 //! The footprint port (issue 25 point 3): how much device memory an animator's runtime holds
-//! now, asked once it became WARM. One trait; which gauge runs follows the actuator
-//! (`service::startup`): the simulated host reports what each unit holds over its control API
-//! (`GET /units`); a real host's gauge — the runtime's metrics or the GPU driver's
-//! per-process query — is not built yet, so [`Unmeasured`] answers "unmeasured" and placement
-//! keeps the declared estimates.
+//! now, asked once it became WARM. One trait, three gauges, chosen by `[office.gauge]`
+//! (`service::startup`; by default it follows the actuator): the simulated host reports what
+//! each unit holds over its control API (`GET /units`); a real NVIDIA host answers through the
+//! driver's per-process query ([`NvidiaSmi`], `nvidia-smi --query-compute-apps`, mapped to the
+//! animator's runtime unit by cgroup); [`Unmeasured`] answers "unmeasured" and placement keeps
+//! the declared estimates.
+
+mod nvidia;
+
+pub use nvidia::{MAX_OUTPUT, MAX_PLAUSIBLE_MIB, NvidiaSmi, QUERY, Used, held, in_unit, parse};
 
 use std::time::Duration;
 

@@ -45,6 +45,11 @@ pub struct DevArgs {
     /// Do not rebuild the office binaries even when run through cargo.
     #[arg(long)]
     pub no_build: bool,
+    /// Run every office as this many replicas against the one PostgreSQL (1 to 4), each on its
+    /// own port (listed in `dev/replicas.json` and printed); the Orchestrator's further
+    /// replicas are standbys fenced by its host lease.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub replicas: u8,
 }
 
 fn main() -> ExitCode {

@@ -77,8 +77,26 @@ impl SimHostProcess {
         units: &[(&str, &[&str])],
         running: &[&str],
     ) -> std::io::Result<SimHostProcess> {
+        Self::spawn_placed(binary, units, running, &[], &[]).await
+    }
+
+    /// [`SimHostProcess::spawn`] with simulated GPUs `(device, capacity MiB)` and what units
+    /// hold on them while they run `(unit, MiB, device)`, set before the host answers.
+    pub async fn spawn_placed(
+        binary: &Path,
+        units: &[(&str, &[&str])],
+        running: &[&str],
+        devices: &[(&str, u64)],
+        memory: &[(&str, u64, &str)],
+    ) -> std::io::Result<SimHostProcess> {
         let mut cmd = Command::new(binary);
         cmd.arg("--parent-pipe");
+        for (device, capacity) in devices {
+            cmd.arg("--device").arg(format!("{device}={capacity}"));
+        }
+        for (unit, held, device) in memory {
+            cmd.arg("--memory").arg(format!("{unit}={held}@{device}"));
+        }
         for (name, models) in units {
             cmd.arg("--unit")
                 .arg(format!("{name}={}", models.join(",")));

@@ -86,6 +86,7 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     }
     let host_lease_ttl = range("host_lease_ttl_ms", section.host_lease_ttl_ms, 500, 600_000)?;
     let (simulated_host, systemd, host_reactor) = actuators(section.actuator.as_ref(), &bad)?;
+    let gauge = super::gauge::gauge(section.gauge.as_ref(), simulated_host.is_some(), &bad)?;
     let reactor = match &section.reactor {
         None => None,
         Some(r) => Some(reactor(r, &bad)?),
@@ -113,6 +114,7 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         systemd,
         host_reactor,
         reactor,
+        gauge,
     })
 }
 

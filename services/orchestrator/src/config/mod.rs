@@ -4,8 +4,10 @@
 //! conflict graph. Validated once at start; every error names the file and the field and
 //! refuses start-up (exit 2).
 //!
-//! `types` declares the section and the settings; `load` reads and validates them.
+//! `types` declares the section and the settings; `load` reads and validates them (`gauge`:
+//! the `[office.gauge]` part).
 
+mod gauge;
 mod load;
 mod types;
 

@@ -67,6 +67,11 @@ pub struct OrchestratorSection {
     /// or `{ kind = "host-reactor", spool = "/path" }`. Without one every transition that
     /// needs the host is declined with no effect.
     pub actuator: Option<ActuatorDecl>,
+    /// The footprint gauge (docs/orchestrator.md, "Placement by memory"): `{ kind =
+    /// "nvidia-smi", command = "nvidia-smi", timeout_ms = 2000 }` (the NVIDIA driver's
+    /// per-process query), `{ kind = "simulated" }` (the simulated actuator's host) or
+    /// `{ kind = "none" }`. Unset: the simulated host's with the simulated actuator, else none.
+    pub gauge: Option<GaugeDecl>,
     /// The host side of the `host-reactor` spool, read only by `lychd-orchestrator reactor
     /// consume` (the one-shot consumer a systemd path unit starts); the office ignores it.
     pub reactor: Option<ReactorDecl>,
@@ -97,6 +102,40 @@ pub struct ActuatorDecl {
     /// `host-reactor`: how long a published intent may stay unclaimed before it is retracted
     /// (a no-effect decline), in milliseconds (1..=3600000; default 30000).
     pub claim_deadline_ms: Option<u64>,
+}
+
+/// `[office.gauge]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaugeDecl {
+    pub kind: GaugeKind,
+    /// `nvidia-smi`: the tool, an absolute path or a bare name looked up on `PATH` (default
+    /// `nvidia-smi`).
+    pub command: Option<PathBuf>,
+    /// `nvidia-smi`: one query's budget, in milliseconds (1..=60000; default 2000); past it
+    /// the tool is killed and the footprint is unmeasured.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Gauge kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GaugeKind {
+    Simulated,
+    #[serde(rename = "nvidia-smi")]
+    NvidiaSmi,
+    None,
+}
+
+/// The footprint gauge the office runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GaugeSettings {
+    /// The simulated host's `GET /units` (needs the simulated actuator).
+    Simulated,
+    /// `nvidia-smi`'s per-process query.
+    NvidiaSmi { command: PathBuf, timeout: Duration },
+    /// Every footprint unmeasured: the declared estimates stay.
+    None,
 }
 
 /// Actuator kinds.
@@ -207,4 +246,6 @@ pub struct Settings {
     pub host_reactor: Option<SpoolSettings>,
     /// The host consumer (`[office.reactor]`), when configured.
     pub reactor: Option<ReactorSettings>,
+    /// The footprint gauge (`[office.gauge]`).
+    pub gauge: GaugeSettings,
 }

@@ -19,8 +19,8 @@ use super::lease::HostLease;
 use super::memory::MemoryBook;
 use super::transition::Transitions;
 use crate::actuator::{Actuator, Simulated, Unconfigured, systemd};
-use crate::config::{Settings, runtime_models};
-use crate::gauge::{Gauge, Unmeasured};
+use crate::config::{GaugeSettings, Settings, runtime_models};
+use crate::gauge::{Gauge, NvidiaSmi, Unmeasured};
 use crate::observe::Dispatcher;
 use crate::reactor::producer::HostReactor;
 
@@ -54,16 +54,20 @@ pub async fn engine(
     ))
 }
 
-/// The footprint gauge that goes with the actuator: the simulated host's, else none yet
+/// The footprint gauge `[office.gauge]` chose (by default the one that goes with the
+/// actuator): the simulated host's, `nvidia-smi`'s per-process query, or none
 /// ([`Unmeasured`]: the declared estimates stay).
 pub fn gauge(settings: &Settings) -> anyhow::Result<Arc<dyn Gauge>> {
-    match &settings.simulated_host {
-        Some(endpoint) => {
+    match (&settings.gauge, &settings.simulated_host) {
+        (GaugeSettings::Simulated, Some(endpoint)) => {
             Ok(Arc::new(Simulated::new(endpoint).map_err(|e| {
                 anyhow::anyhow!("office.actuator.endpoint {e}")
             })?))
         }
-        None => Ok(Arc::new(Unmeasured)),
+        (GaugeSettings::NvidiaSmi { command, timeout }, _) => {
+            Ok(Arc::new(NvidiaSmi::new(command.clone(), *timeout)))
+        }
+        (GaugeSettings::Simulated | GaugeSettings::None, _) => Ok(Arc::new(Unmeasured)),
     }
 }
 

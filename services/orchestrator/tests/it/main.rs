@@ -6,6 +6,7 @@
 mod activation;
 mod cancel;
 mod common;
+mod gauge;
 mod host;
 mod lease;
 mod memory;

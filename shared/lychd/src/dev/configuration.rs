@@ -25,6 +25,19 @@ pub(super) const DEV_GPUS: &[(&str, &str)] = &[
     ("gpu-c", "mistral-7b-q4"),
 ];
 
+/// The simulated GPU whose memory decides what stops (issue 25 point 4): its name and
+/// capacity in MiB.
+pub(super) const DEV_DEVICE: (&str, u64) = ("sim-gpu", 16_000);
+/// The animators placed on [`DEV_DEVICE`], with NO declared conflict (placed, so no
+/// `default-exclusive`): `(animator, model, declared MiB, MiB it really holds while it runs)`.
+/// Either fits alone; together (9,000 + 8,000 declared) they do not, so memory alone forces
+/// the eviction. The first one runs at start; the simulated host holds what each really
+/// takes, so a measurement after WARM replaces the declaration.
+pub(super) const DEV_PLACED: &[(&str, &str, u64, u64)] = &[
+    ("mem-a", "gemma-2-9b-q8", 9_000, 9_500),
+    ("mem-b", "phi-4-q8", 8_000, 8_500),
+];
+
 /// Where everything the stack runs listens: loopback only.
 pub(super) fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
@@ -43,6 +56,8 @@ pub(super) struct Layout {
     pub pg: PathBuf,
     /// Each office's address while the stack runs.
     pub endpoints: PathBuf,
+    /// Every replica's address of each office while the stack runs (`--replicas`).
+    pub replicas: PathBuf,
     /// The operator's standing credential, from Ward's bootstrap.
     pub operator_credential: PathBuf,
     dev: PathBuf,
@@ -65,6 +80,7 @@ impl Layout {
         Ok(Layout {
             pg: state.join("pg"),
             endpoints: dev.join("endpoints.json"),
+            replicas: dev.join("replicas.json"),
             operator_credential: dev.join("operator.credential"),
             configs: dev.join("config"),
             logs: dev.join("logs"),
@@ -87,15 +103,35 @@ impl Layout {
             std::fs::create_dir_all(dir)?;
         }
         let _ = std::fs::remove_file(&self.endpoints);
+        let _ = std::fs::remove_file(&self.replicas);
         Ok(())
     }
 
+    /// The first replica's configuration.
+    #[cfg(test)]
     pub fn config(&self, office: Office) -> PathBuf {
-        self.configs.join(format!("{office}.toml"))
+        self.replica_config(office, 0)
     }
 
     pub fn log(&self, office: Office) -> PathBuf {
-        self.logs.join(format!("{office}.log"))
+        self.replica_log(office, 0)
+    }
+
+    /// Replica `replica`'s configuration (the first replica's is [`Layout::config`]; the
+    /// second's `<office>.2.toml`, …).
+    pub fn replica_config(&self, office: Office, replica: usize) -> PathBuf {
+        match replica {
+            0 => self.configs.join(format!("{office}.toml")),
+            r => self.configs.join(format!("{office}.{}.toml", r + 1)),
+        }
+    }
+
+    /// Replica `replica`'s log (`<office>.log`, `<office>.2.log`, …).
+    pub fn replica_log(&self, office: Office, replica: usize) -> PathBuf {
+        match replica {
+            0 => self.logs.join(format!("{office}.log")),
+            r => self.logs.join(format!("{office}.{}.log", r + 1)),
+        }
     }
 
     /// The standing credential of the office's service principal.
@@ -104,14 +140,45 @@ impl Layout {
     }
 }
 
-/// The offices' ports: consecutive from `base` in `Office::ALL` order; a busy one is replaced
-/// by a free one.
-pub(super) fn choose_ports(base: u16) -> anyhow::Result<BTreeMap<Office, u16>> {
-    ports_from(
+/// The offices' ports, one set per replica: consecutive from `base` in `Office::ALL` order,
+/// the second replica's right after the first's, and so on; a busy one is replaced by a free
+/// one, and no port is chosen twice.
+pub(super) fn choose_ports(
+    base: u16,
+    replicas: usize,
+) -> anyhow::Result<Vec<BTreeMap<Office, u16>>> {
+    replica_ports(
         base,
+        replicas,
         |port| TcpListener::bind(loopback(port)).is_ok(),
         || Ok(lychd_pg::free_port()?),
     )
+}
+
+fn replica_ports(
+    base: u16,
+    replicas: usize,
+    available: impl Fn(u16) -> bool,
+    mut any_free: impl FnMut() -> anyhow::Result<u16>,
+) -> anyhow::Result<Vec<BTreeMap<Office, u16>>> {
+    let mut taken = std::collections::BTreeSet::new();
+    let mut sets = Vec::new();
+    for r in 0..replicas {
+        let from = base.saturating_add((r * Office::ALL.len()) as u16);
+        let set = ports_from(
+            from,
+            |p| !taken.contains(&p) && available(p),
+            || loop {
+                let p = any_free()?;
+                if !taken.contains(&p) {
+                    return Ok(p);
+                }
+            },
+        )?;
+        taken.extend(set.values().copied());
+        sets.push(set);
+    }
+    Ok(sets)
 }
 
 fn ports_from(
@@ -122,7 +189,7 @@ fn ports_from(
     let mut ports = BTreeMap::new();
     for (i, office) in Office::ALL.into_iter().enumerate() {
         let wanted = base.saturating_add(i as u16);
-        let port = if available(wanted) {
+        let port = if available(wanted) && !ports.values().any(|p| *p == wanted) {
             wanted
         } else {
             any_free()?
@@ -130,6 +197,19 @@ fn ports_from(
         ports.insert(office, port);
     }
     Ok(ports)
+}
+
+/// The replicas file: `{"dispatcher": ["127.0.0.1:50051", "127.0.0.1:50057"], …}`, each
+/// office's replicas in order (the first is the one `endpoints.json` names).
+pub(super) fn replicas_json(sets: &[BTreeMap<Office, u16>]) -> serde_json::Result<String> {
+    let replicas: BTreeMap<&str, Vec<String>> = Office::ALL
+        .into_iter()
+        .map(|office| {
+            let addrs = sets.iter().map(|set| loopback(set[&office]).to_string());
+            (office.name(), addrs.collect())
+        })
+        .collect();
+    Ok(serde_json::to_string_pretty(&replicas)? + "\n")
 }
 
 /// The endpoints file: `{"dispatcher": "127.0.0.1:50051", …}`.
@@ -144,12 +224,18 @@ pub(super) fn endpoints_json(ports: &BTreeMap<Office, u16>) -> serde_json::Resul
 /// What every office's configuration is made of.
 pub(super) struct Configs<'a> {
     pub layout: &'a Layout,
+    /// This replica's ports (its own listeners, and the peers it calls: the same replica of
+    /// every other office).
     pub ports: &'a BTreeMap<Office, u16>,
+    /// Which replica these configurations are for (0: the first).
+    pub replica: usize,
     pub pg_port: u16,
     /// The simulated llama.cpp runtime of the resident animator ([`DEV_ANIMATOR`]).
     pub runtime: &'a str,
     /// The endpoints of [`DEV_GPUS`]' runtimes, in that order.
     pub gpus: &'a [String],
+    /// The endpoints of [`DEV_PLACED`]'s runtimes, in that order.
+    pub placed: &'a [String],
     /// The simulated host's control API (the Orchestrator's `simulated` actuator).
     pub host_control: &'a str,
 }
@@ -162,7 +248,7 @@ impl Configs<'_> {
         let credential = self.layout.credential(office);
         let credential =
             (office != Office::Ward || credential.is_file()).then_some(credential.as_path());
-        let path = self.layout.config(office);
+        let path = self.layout.replica_config(office, self.replica);
         std::fs::write(&path, self.text(office, credential))?;
         Ok(path)
     }
@@ -207,8 +293,10 @@ impl Configs<'_> {
                 s.push_str(&self.registry());
             }
             Office::Orchestrator => {
+                let (device, capacity) = DEV_DEVICE;
                 s.push_str(&format!(
-                    "\n[office]\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n",
+                    "\n[office]\n\n[office.actuator]\nkind = \"simulated\"\nendpoint = \"{}\"\n\n\
+                     [[office.devices]]\nname = \"{device}\"\nmemory_mib = {capacity}\n",
                     self.host_control
                 ));
                 s.push_str(&self.registry());
@@ -233,7 +321,19 @@ impl Configs<'_> {
                  ready_estimate_seconds = 2\n"
             ));
         }
-        for (animator, model) in std::iter::once(&(DEV_ANIMATOR, DEV_MODEL)).chain(DEV_GPUS) {
+        let device = DEV_DEVICE.0;
+        for ((name, _, declared, _), endpoint) in DEV_PLACED.iter().zip(self.placed) {
+            s.push_str(&format!(
+                "\n[[office.animators]]\nname = \"{name}\"\nsource = \"soulstone\"\n\
+                 dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\ndedicated = true\n\
+                 ready_estimate_seconds = 2\ndevice = \"{device}\"\nmemory_mib = {declared}\n"
+            ));
+        }
+        let placed = DEV_PLACED.iter().map(|(a, m, _, _)| (*a, *m));
+        let all = std::iter::once((DEV_ANIMATOR, DEV_MODEL))
+            .chain(DEV_GPUS.iter().copied())
+            .chain(placed);
+        for (animator, model) in all {
             s.push_str(&format!(
                 "\n[[office.capabilities]]\nanimator = \"{animator}\"\nfamily = \"chat\"\n\
                  model_id = \"{model}\"\ninput_modalities = [\"text\"]\ncontext_tokens = 8192\n"
@@ -265,12 +365,17 @@ mod tests {
         let gpus: Vec<String> = (1..=DEV_GPUS.len())
             .map(|i| format!("http://127.0.0.1:4000{i}"))
             .collect();
+        let placed: Vec<String> = (1..=DEV_PLACED.len())
+            .map(|i| format!("http://127.0.0.1:4010{i}"))
+            .collect();
         let configs = Configs {
             layout: &layout,
             ports: &ports,
+            replica: 0,
             pg_port: PG_PORT,
             runtime: RUNTIME,
             gpus: &gpus,
+            placed: &placed,
             host_control: HOST,
         };
         let path = configs.write(office).expect("write");
@@ -342,6 +447,57 @@ mod tests {
     }
 
     #[test]
+    fn replicas_take_the_next_ports_and_never_share_one() {
+        let n = Office::ALL.len() as u16;
+        let sets =
+            replica_ports(50051, 2, |_| true, || anyhow::bail!("no port is busy")).expect("ports");
+        assert_eq!(sets.len(), 2);
+        assert_eq!(sets[0], default_ports());
+        for office in Office::ALL {
+            assert_eq!(sets[1][&office], sets[0][&office] + n, "{office}");
+        }
+        // The second replica's first wanted port is busy; the free port offered first is one
+        // the first replica already has: it is not taken twice.
+        let busy = 50051 + n;
+        let mut offered = vec![61001, 50051];
+        let sets = replica_ports(50051, 2, |p| p != busy, || Ok(offered.pop().expect("free")))
+            .expect("ports");
+        assert_eq!(sets[1][&Office::ALL[0]], 61001);
+        let mut all: Vec<u16> = sets.iter().flat_map(|s| s.values().copied()).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 2 * Office::ALL.len(), "distinct ports");
+        let text = replicas_json(&sets).expect("json");
+        let listed: BTreeMap<String, Vec<String>> = serde_json::from_str(&text).expect("parse");
+        assert_eq!(
+            listed["dispatcher"],
+            [
+                format!("127.0.0.1:{}", sets[0][&Office::Dispatcher]),
+                format!("127.0.0.1:{}", sets[1][&Office::Dispatcher])
+            ]
+        );
+        assert_eq!(listed.len(), Office::ALL.len());
+    }
+
+    #[test]
+    fn a_further_replica_has_its_own_configuration_and_log() {
+        let layout = Layout::new(Path::new("/srv/lychd")).expect("layout");
+        assert_eq!(
+            layout.replica_config(Office::Ward, 0),
+            layout.config(Office::Ward)
+        );
+        assert_eq!(
+            layout.replica_config(Office::Ward, 1),
+            Path::new("/srv/lychd/dev/config/ward.2.toml")
+        );
+        assert_eq!(
+            layout.replica_log(Office::Archive, 1),
+            Path::new("/srv/lychd/dev/logs/archive.2.log")
+        );
+        assert_eq!(layout.replicas, Path::new("/srv/lychd/dev/replicas.json"));
+    }
+
+    #[test]
     fn a_busy_port_is_replaced_by_a_free_one_and_the_others_keep_theirs() {
         let ward = Office::Ward.default_port();
         let ports = ports_from(50051, |port| port != ward, || Ok(61000)).expect("ports");
@@ -354,7 +510,7 @@ mod tests {
     fn a_port_in_use_is_not_chosen() {
         let taken = TcpListener::bind(loopback(0)).expect("bind");
         let base = taken.local_addr().expect("addr").port();
-        let ports = choose_ports(base).expect("ports");
+        let ports = choose_ports(base, 1).expect("ports").remove(0);
         assert_ne!(ports[&Office::Dispatcher], base);
         assert_eq!(ports.len(), Office::ALL.len());
     }
@@ -453,7 +609,7 @@ mod tests {
         assert_eq!(capability["animator"].as_str(), Some(DEV_ANIMATOR));
         assert_eq!(capability["model_id"].as_str(), Some(DEV_MODEL));
         let animators = dispatcher.office["animators"].as_array().expect("list");
-        assert_eq!(animators.len(), 1 + DEV_GPUS.len());
+        assert_eq!(animators.len(), 1 + DEV_GPUS.len() + DEV_PLACED.len());
         assert!(
             animators[1..]
                 .iter()
@@ -472,6 +628,33 @@ mod tests {
         assert_eq!(
             orchestrator.office["actuator"]["endpoint"].as_str(),
             Some(HOST)
+        );
+        // The memory-placed pair: on the one declared device, with declared footprints that
+        // do not fit together, and no conflict declared.
+        let devices = orchestrator.office["devices"].as_array().expect("devices");
+        assert_eq!(devices.len(), 1);
+        assert_eq!(devices[0]["name"].as_str(), Some(DEV_DEVICE.0));
+        let capacity = devices[0]["memory_mib"].as_integer().expect("capacity");
+        assert_eq!(capacity as u64, DEV_DEVICE.1);
+        let placed: Vec<&toml::Value> = animators
+            .iter()
+            .filter(|a| a.get("device").is_some())
+            .collect();
+        assert_eq!(placed.len(), 2);
+        let declared: i64 = placed
+            .iter()
+            .map(|a| a["memory_mib"].as_integer().expect("declared"))
+            .sum();
+        assert!(declared as u64 > DEV_DEVICE.1, "together they do not fit");
+        assert!(
+            placed
+                .iter()
+                .all(|a| a["memory_mib"].as_integer().expect("declared") as u64 <= DEV_DEVICE.1),
+            "each fits alone"
+        );
+        assert!(
+            dispatcher.office.get("devices").is_none(),
+            "devices are the Orchestrator's"
         );
         for office in Office::ALL
             .into_iter()

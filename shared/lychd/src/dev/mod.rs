@@ -18,7 +18,9 @@ use lychd_runtime::Office;
 
 use crate::DevArgs;
 use cluster::Postgres;
-use configuration::{Configs, DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback_url};
+use configuration::{
+    Configs, DEV_ANIMATOR, DEV_DEVICE, DEV_GPUS, DEV_MODEL, DEV_PLACED, Layout, loopback_url,
+};
 use supervision::Supervised;
 
 /// How long Ward has to serve after a start.
@@ -48,16 +50,27 @@ async fn run_offices(
     // No model runtime runs on a developer's machine: a simulated host stands in — the
     // resident animator's llama.cpp runtime and a simulated GPU of animators in conflict, whose
     // units the Orchestrator's `simulated` actuator starts and stops — and the Dispatcher's real
-    // probe observes them. It is its own child process (`lychd-simhost`), as a host would be:
-    // stopped with the stack, and gone by itself when `lychd dev` is.
+    // probe observes them — and a second simulated GPU with a capacity, whose two animators
+    // declare no conflict but do not fit together, so memory decides what stops. It is its own
+    // child process (`lychd-simhost`), as a host would be: stopped with the stack, and gone by
+    // itself when `lychd dev` is.
     let mut units: Vec<(&str, &[&str])> = vec![(DEV_ANIMATOR, &[DEV_MODEL][..])];
     for (name, model) in DEV_GPUS {
         units.push((name, std::slice::from_ref(model)));
     }
-    let host = lychd_simllama::SimHostProcess::spawn(
+    for (name, model, _, _) in DEV_PLACED {
+        units.push((name, std::slice::from_ref(model)));
+    }
+    let held: Vec<(&str, u64, &str)> = DEV_PLACED
+        .iter()
+        .map(|(name, _, _, holds)| (*name, *holds, DEV_DEVICE.0))
+        .collect();
+    let host = lychd_simllama::SimHostProcess::spawn_placed(
         &bin_dir.join(supervision::SIMHOST),
         &units,
-        &[DEV_ANIMATOR, DEV_GPUS[0].0],
+        &[DEV_ANIMATOR, DEV_GPUS[0].0, DEV_PLACED[0].0],
+        &[DEV_DEVICE],
+        &held,
     )
     .await
     .context("start the simulated host (lychd-simhost)")?;
@@ -66,26 +79,36 @@ async fn run_offices(
     for (name, _) in DEV_GPUS {
         gpus.push(host.endpoint(name).await);
     }
+    let mut placed = Vec::new();
+    for (name, _, _, _) in DEV_PLACED {
+        placed.push(host.endpoint(name).await);
+    }
     let host_control = host.control_endpoint();
     // Ports are chosen free, but another process (another stack) may take one before the
     // office binds it: the office then fails to start, and the ports are chosen again. Nothing
     // is published before every office serves on its own listener, identified by its instance
     // id (`supervision`), so the endpoints file never names a port of anyone else's.
     let mut attempt = 1;
-    let (ports, mut offices) = loop {
-        let ports = configuration::choose_ports(args.base_port)?;
-        let configs = Configs {
-            layout,
-            ports: &ports,
-            pg_port: postgres.port(),
-            runtime: &runtime_endpoint,
-            gpus: &gpus,
-            host_control: &host_control,
-        };
+    let (sets, mut offices) = loop {
+        let sets = configuration::choose_ports(args.base_port, usize::from(args.replicas))?;
+        let configs: Vec<Configs> = sets
+            .iter()
+            .enumerate()
+            .map(|(replica, ports)| Configs {
+                layout,
+                ports,
+                replica,
+                pg_port: postgres.port(),
+                runtime: &runtime_endpoint,
+                gpus: &gpus,
+                placed: &placed,
+                host_control: &host_control,
+            })
+            .collect();
         let mut offices = Vec::new();
         let started = start_offices(&configs, bin_dir, layout, &mut offices).await;
         match started {
-            Ok(()) => break (ports, offices),
+            Ok(()) => break (sets, offices),
             Err(e) => {
                 supervision::stop_all(&mut offices).await;
                 match e.downcast_ref::<supervision::PortTaken>() {
@@ -99,34 +122,45 @@ async fn run_offices(
         }
     };
 
-    std::fs::write(&layout.endpoints, configuration::endpoints_json(&ports)?)?;
+    let ports = &sets[0];
+    std::fs::write(&layout.replicas, configuration::replicas_json(&sets)?)?;
+    std::fs::write(&layout.endpoints, configuration::endpoints_json(ports)?)?;
     print!(
         "{}",
         summary::summary(
             layout,
-            &ports,
+            ports,
             &runtime_endpoint,
             &host_control,
             configuration::OPERATOR_SESSION
         )
     );
 
+    if sets.len() > 1 {
+        print!("{}", summary::replicas(&sets));
+    }
+
     supervision::supervise(&mut offices).await;
     supervision::stop_all(&mut offices).await;
     host.stop().await;
     let _ = std::fs::remove_file(&layout.endpoints);
+    let _ = std::fs::remove_file(&layout.replicas);
     Ok(())
 }
 
 /// Write each office's configuration and migrate it, start Ward (bootstrapped once; the
 /// operator's sessions and every principal enrolled), then the others, and wait until each
-/// serves as itself. The offices started so far are in `offices`, also on error.
+/// serves as itself; then every further replica (`configs[1..]`: the same database, roles and
+/// credentials, its own port and log), once the first replicas serve — so the first
+/// Orchestrator holds the host lease and the others are its standbys. The offices started so
+/// far are in `offices`, also on error.
 async fn start_offices(
-    configs: &Configs<'_>,
+    replicas: &[Configs<'_>],
     bin_dir: &Path,
     layout: &Layout,
     offices: &mut Vec<Supervised>,
 ) -> anyhow::Result<()> {
+    let configs = &replicas[0];
     for office in Office::ALL {
         let supervised = Supervised::new(
             office,
@@ -158,6 +192,24 @@ async fn start_offices(
         o.spawn()?;
     }
     for o in offices.iter_mut().filter(|o| o.office != Office::Ward) {
+        o.wait_serving(OFFICE_START).await?;
+    }
+    let first = offices.len();
+    for configs in &replicas[1..] {
+        for office in Office::ALL {
+            let mut replica = Supervised::new(
+                office,
+                bin_dir.join(office.binary()),
+                configs.write(office)?,
+                layout.replica_log(office, configs.replica),
+                configs.ports[&office],
+            )
+            .with_replica(configs.replica);
+            replica.spawn()?;
+            offices.push(replica);
+        }
+    }
+    for o in &mut offices[first..] {
         o.wait_serving(OFFICE_START).await?;
     }
     Ok(())

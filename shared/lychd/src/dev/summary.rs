@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use lychd_runtime::Office;
 
-use super::configuration::{DEV_ANIMATOR, DEV_GPUS, DEV_MODEL, Layout, loopback};
+use super::configuration::{
+    DEV_ANIMATOR, DEV_DEVICE, DEV_GPUS, DEV_MODEL, DEV_PLACED, Layout, loopback,
+};
 use crate::provision::secrets::SECRET_MODE;
 
 /// The summary printed once every office serves; `session` is the operator session's lifetime.
@@ -52,6 +54,13 @@ pub(super) fn summary(
             gpus.join(", "),
             gpus[0]
         ),
+        format!(
+            "memory        {} on {} ({} MiB; no declared conflict, together they do not fit; {} runs)",
+            DEV_PLACED.iter().map(|(name, _, _, _)| *name).collect::<Vec<_>>().join(", "),
+            DEV_DEVICE.0,
+            DEV_DEVICE.1,
+            DEV_PLACED[0].0
+        ),
         format!("endpoints     {}", layout.endpoints.display()),
         format!(
             "operator      {} (standing credential) and {tokens} (a session per office, {}), mode {SECRET_MODE:04o}",
@@ -79,6 +88,24 @@ pub(super) fn summary(
         String::new(),
         "Ctrl-C stops everything.".into(),
     ]);
+    lines.join("\n") + "\n"
+}
+
+/// The replicas, printed after the summary when there is more than one: each office's
+/// addresses in order (the first is the one `endpoints.json` names).
+pub(super) fn replicas(sets: &[BTreeMap<Office, u16>]) -> String {
+    let mut lines = vec![format!(
+        "replicas      {} of every office on one PostgreSQL (dev/replicas.json); the \
+         Orchestrator's further replicas are standbys until the first's host lease lapses",
+        sets.len()
+    )];
+    for office in Office::ALL {
+        let addrs: Vec<String> = sets
+            .iter()
+            .map(|set| loopback(set[&office]).to_string())
+            .collect();
+        lines.push(format!("  {:<13} {}", office.name(), addrs.join(", ")));
+    }
     lines.join("\n") + "\n"
 }
 
@@ -116,6 +143,21 @@ mod tests {
 
     fn layout() -> Layout {
         Layout::new(Path::new("/srv/lychd-state")).expect("layout")
+    }
+
+    #[test]
+    fn every_replica_of_every_office_is_listed_in_order() {
+        let second: BTreeMap<Office, u16> = Office::ALL.into_iter().zip(62001..).collect();
+        let text = replicas(&[ports(), second]);
+        assert!(
+            text.starts_with("replicas      2 of every office"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  dispatcher    127.0.0.1:61001, 127.0.0.1:62001\n"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 1 + Office::ALL.len());
     }
 
     #[test]

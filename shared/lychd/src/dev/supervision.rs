@@ -71,6 +71,8 @@ pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
 /// One office: `<binary> --config <config> <command>`.
 pub(super) struct Supervised {
     pub office: Office,
+    /// Which replica of the office (0: the first, the one `endpoints.json` names).
+    pub replica: usize,
     binary: PathBuf,
     config: PathBuf,
     log: PathBuf,
@@ -107,6 +109,7 @@ impl Supervised {
     pub fn new(office: Office, binary: PathBuf, config: PathBuf, log: PathBuf, port: u16) -> Self {
         Supervised {
             office,
+            replica: 0,
             binary,
             config,
             log,
@@ -116,6 +119,20 @@ impl Supervised {
             started: Instant::now(),
             backoff: Backoff::default(),
             restart_at: None,
+        }
+    }
+
+    /// This process is replica `replica` of its office (`lychd dev --replicas`).
+    pub fn with_replica(mut self, replica: usize) -> Self {
+        self.replica = replica;
+        self
+    }
+
+    /// How messages name it: `dispatcher`, or `dispatcher#2` for its second replica.
+    pub fn label(&self) -> String {
+        match self.replica {
+            0 => self.office.to_string(),
+            r => format!("{}#{}", self.office, r + 1),
         }
     }
 
@@ -146,7 +163,7 @@ impl Supervised {
         if !out.status.success() {
             bail!(
                 "{} {command} failed: {}",
-                self.office,
+                self.label(),
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
@@ -205,11 +222,11 @@ impl Supervised {
                         office: self.office,
                         port: self.port,
                     })
-                    .context(format!("{} exited with {status}", self.office)));
+                    .context(format!("{} exited with {status}", self.label())));
                 }
                 bail!(
                     "{} exited with {status} before serving; see {}",
-                    self.office,
+                    self.label(),
                     self.log.display()
                 );
             }
@@ -219,7 +236,7 @@ impl Supervised {
             if Instant::now() > deadline {
                 bail!(
                     "{} not serving after {}; see {}",
-                    self.office,
+                    self.label(),
                     duration_text(timeout),
                     self.log.display()
                 );
@@ -234,8 +251,8 @@ impl Supervised {
             if Instant::now() >= at {
                 self.restart_at = None;
                 match self.spawn() {
-                    Ok(()) => println!("{} restarted", self.office),
-                    Err(e) => eprintln!("{} restart failed: {e:#}", self.office),
+                    Ok(()) => println!("{} restarted", self.label()),
+                    Err(e) => eprintln!("{} restart failed: {e:#}", self.label()),
                 }
             }
             return;
@@ -248,7 +265,7 @@ impl Supervised {
             let delay = self.backoff.delay(self.started.elapsed());
             eprintln!(
                 "{} exited ({status}); restarting in {} (see {})",
-                self.office,
+                self.label(),
                 duration_text(delay),
                 self.log.display()
             );
@@ -269,11 +286,11 @@ impl Supervised {
         }
         match tokio::time::timeout(STOP_GRACE, child.wait()).await {
             Ok(Ok(status)) if status.success() => {}
-            Ok(Ok(status)) => eprintln!("{} stopped with {status}", self.office),
+            Ok(Ok(status)) => eprintln!("{} stopped with {status}", self.label()),
             _ => {
                 eprintln!(
                     "{} did not stop in {}; killing",
-                    self.office,
+                    self.label(),
                     duration_text(STOP_GRACE)
                 );
                 let _ = child.kill().await;
@@ -359,19 +376,21 @@ pub(super) async fn supervise(offices: &mut [Supervised]) {
     println!("\nstopping offices");
 }
 
-/// Stop every office, Ward last: the others may still ask it while draining.
+/// Stop every office, Ward last: the others may still ask it while draining. Within each
+/// group the further replicas stop first, so a standby Orchestrator never takes the host over
+/// from a first replica that is stopping.
 pub(super) async fn stop_all(offices: &mut [Supervised]) {
-    offices.sort_by_key(|o| o.office == Office::Ward);
+    offices.sort_by_key(|o| (o.office == Office::Ward, o.replica == 0));
     for o in offices.iter_mut() {
         o.stop().await;
     }
 }
 
-/// The office among `offices`.
+/// The office's first replica among `offices`.
 pub(super) fn find(offices: &mut [Supervised], office: Office) -> &mut Supervised {
     offices
         .iter_mut()
-        .find(|o| o.office == office)
+        .find(|o| o.office == office && o.replica == 0)
         .expect("invariant: every office is supervised")
 }
 
