@@ -319,6 +319,32 @@ pub fn make(root: &Path, request: &Request) -> Result<Made, String> {
         1,
     );
     plan.push(("deploy/quadlet/lychd.target".to_owned(), target, false));
+    // Provisioning sets the new office's role passwords from their secrets: mount them after
+    // the last office's.
+    let provision = read("deploy/quadlet/lychd-provision.container")?;
+    let last_secret = provision
+        .lines()
+        .filter(|l| l.starts_with("Secret=lychd-") && l.contains("-app-password,"))
+        .last()
+        .ok_or(
+            "deploy/quadlet/lychd-provision.container: no `Secret=lychd-<office>-app-password`",
+        )?;
+    let options = last_secret
+        .split_once(',')
+        .map(|(_, o)| o)
+        .ok_or("deploy/quadlet/lychd-provision.container: a `Secret=` without options")?;
+    let provision = provision.replacen(
+        last_secret,
+        &format!(
+            "{last_secret}\nSecret=lychd-{office}-owner-password,{options}\nSecret=lychd-{office}-app-password,{options}"
+        ),
+        1,
+    );
+    plan.push((
+        "deploy/quadlet/lychd-provision.container".to_owned(),
+        provision,
+        false,
+    ));
     plan.push((
         "deploy/postgres/provision.sql".to_owned(),
         provisioning(&read("deploy/postgres/provision.sql")?, &last, &office)?,
