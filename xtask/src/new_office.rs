@@ -324,8 +324,7 @@ pub fn make(root: &Path, request: &Request) -> Result<Made, String> {
     let provision = read("deploy/quadlet/lychd-provision.container")?;
     let last_secret = provision
         .lines()
-        .filter(|l| l.starts_with("Secret=lychd-") && l.contains("-app-password,"))
-        .last()
+        .rfind(|l| l.starts_with("Secret=lychd-") && l.contains("-app-password,"))
         .ok_or(
             "deploy/quadlet/lychd-provision.container: no `Secret=lychd-<office>-app-password`",
         )?;
