@@ -604,12 +604,9 @@ fn the_self_authenticating_methods_are_the_offices_own_and_every_other_is_authen
     assert!(p.is_empty(), "{}", p.join("\n"));
 }
 
-/// The grants `lychd provision enroll` and `lychd dev` make (the file is plain data, read here
-/// as it is compiled there). The path is this repository's own `shared/lychd/src/provision/`
-/// (relative to `tests/e2e/`): `lychd` is a binary crate, so its module is included by path.
-#[path = "../../shared/lychd/src/provision/grants.rs"]
-#[allow(dead_code)]
-mod dev_grants;
+/// The grants `lychd provision enroll` and `lychd dev` make (plain data, linked from the
+/// operator tool's library as it is compiled there).
+use lychd::grants as dev_grants;
 
 /// The backticked method names a catalogue entry's meaning gives (`Lease`, `RenewLease`).
 fn methods_of(meaning: &str) -> Vec<&str> {

@@ -12,8 +12,8 @@ use lychd_auth::admin::WardAdmin;
 use lychd_runtime::Office;
 use tonic::transport::Channel;
 
-use super::grants::{OPERATOR_GRANTS, ORCHESTRATOR_GRANTS, RUNNER_GRANTS, WARD_GRANTS};
 use super::secrets;
+use lychd::grants::{OPERATOR_GRANTS, ORCHESTRATOR_GRANTS, RUNNER_GRANTS, WARD_GRANTS};
 
 /// Lifetime asked for the enrolling session (only Ward sees it).
 const ENROLL_SESSION_SECONDS: u32 = 600;

@@ -14,7 +14,6 @@
 
 pub mod database;
 pub mod enroll;
-mod grants;
 pub mod secrets;
 pub mod ward;
 

@@ -1,7 +1,7 @@
 //! Who may do what besides describing the offices (in a deployment and in a dev stack alike): plain data, `(action,
 //! object)` rows. Every action is in its office's action catalogue, on an object type that
 //! office decides on, and a service principal holds only what its office's calls need: the
-//! workspace's tidy test (`tests/e2e/shape.rs`) reads this file and checks it.
+//! workspace's tidy test (`tests/e2e/shape.rs`) links this module and checks it.
 
 /// What the dev operator holds besides `ward:administer` and describing every office: the
 /// Dispatcher's read, lease and observe API, so the printed examples work; the approver's side
@@ -11,7 +11,7 @@
 /// transition and recover API; and the HelmLoop API but the owner records' append actions:
 /// owner records come only from Ward, on an owner's approval (issue 22 point 8); and the
 /// Runner's start, read and cancel API on every run.
-pub(super) const OPERATOR_GRANTS: &[(&str, &str)] = &[
+pub const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("ward:review", "consent:*"),
     ("ward:approve", "effect:*"),
     ("ward:cancel", "run:*"),
@@ -54,7 +54,7 @@ pub(super) const OPERATOR_GRANTS: &[(&str, &str)] = &[
 /// HelmLoop's owner-record actions: only Ward's own service principal holds them (Ward issues
 /// owner records on an owner's approval; nobody else, the operator included, appends one). Ward also reads records: a
 /// promotion's contract, and an issued record whose acknowledgement was lost.
-pub(super) const WARD_GRANTS: &[(&str, &str)] = &[
+pub const WARD_GRANTS: &[(&str, &str)] = &[
     ("helmloop:append_contract", "subject:*"),
     ("helmloop:append_grant", "subject:*"),
     ("helmloop:append_assurance", "subject:*"),
@@ -65,14 +65,14 @@ pub(super) const WARD_GRANTS: &[(&str, &str)] = &[
 
 /// The Orchestrator's service principal: it observes animators and alone closes and reopens
 /// admission.
-pub(super) const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
+pub const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:observe", "animator:*"),
     ("dispatcher:admission", "animator:*"),
 ];
 
 /// The Runner's service principal: a model step leases its capability from the Dispatcher and
 /// releases the lease after the call (Ward is asked again, for this principal, on every lease).
-pub(super) const RUNNER_GRANTS: &[(&str, &str)] = &[
+pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
 ];
