@@ -337,9 +337,9 @@ impl Driver {
         };
         let checkpoint = s.checkpoint_with(run, run.version + 1, &to, progress);
         let json = progress.to_json().to_string();
-        let mut tx = s.pool.begin().await?;
+        // One statement, atomic on its own: the fence is its `WHERE`, no lock is held.
         let after = runs::commit_with(
-            &mut tx,
+            &s.pool,
             run,
             &NewTransition {
                 source_state: &run.state,
@@ -352,7 +352,6 @@ impl Driver {
             Some(&json),
         )
         .await?;
-        tx.commit().await?;
         if let Some(a) = &after {
             tracing::info!(
                 run_id = %a.id,

@@ -1,8 +1,8 @@
 //! SQL of runs (`runner.runs`) and their transitions (`runner.run_transitions`). Every state
 //! commit is a guarded `UPDATE … RETURNING` on the run's state, aggregate version and lease
-//! generation (the fence), and appends its transition row in the same transaction; a writer
-//! holds its transaction id before the feed's sequence number is taken (the gap rule's
-//! premise, `lychd_runtime::feed`).
+//! generation (the fence) that writes its transition row and checkpoint in the same statement
+//! (one round trip); a writer holds its transaction id before the feed's sequence number is
+//! taken (the gap rule's premise, `lychd_runtime::feed`).
 
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use time::OffsetDateTime;
@@ -199,10 +199,7 @@ pub async fn start(
         },
     )
     .await?;
-    if !save_checkpoint(&mut tx, &created, checkpoint).await? {
-        // The row was inserted in this transaction: a fence cannot have moved.
-        return Err(sqlx::Error::RowNotFound);
-    }
+    first_checkpoint(&mut tx, &created, checkpoint).await?;
     tx.commit().await?;
     Ok(Started::New(created))
 }
@@ -275,12 +272,19 @@ pub async fn commit(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
 ) -> Result<Option<RunRow>, sqlx::Error> {
-    commit_with(tx, current, t, terminal_category, checkpoint, None).await
+    commit_with(&mut **tx, current, t, terminal_category, checkpoint, None).await
 }
 
-/// [`commit`] writing `progress` (JSON) with the state.
-pub async fn commit_with(
-    tx: &mut Transaction<'_, Postgres>,
+/// [`commit`] writing `progress` (JSON) with the state, on any executor: **one statement**
+/// (one round trip, atomic on its own, so a caller holding no lock needs no transaction).
+///
+/// The fenced `UPDATE` is the statement's first write and the transition and checkpoint rows
+/// are inserted from its `RETURNING` row, so the transaction id is assigned before the
+/// transition's feed sequence is taken (the gap rule's premise) and nothing is written when
+/// the fence moved. The checkpoint needs no fence of its own: it is written from the row the
+/// fenced update returned.
+pub async fn commit_with<'e>(
+    ex: impl sqlx::PgExecutor<'e>,
     current: &RunRow,
     t: &NewTransition<'_>,
     terminal_category: Option<&str>,
@@ -288,11 +292,23 @@ pub async fn commit_with(
     progress: Option<&str>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     let row = sqlx::query(&format!(
-        "UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
-                progress = COALESCE($7::jsonb, progress), updated_at = now(), \
-                lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
-                lease_expires_at = CASE WHEN $6::text IS NULL THEN lease_expires_at END \
-          WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 RETURNING {RUN}"
+        "WITH u AS (\
+           UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
+                  progress = COALESCE($7::jsonb, progress), updated_at = now(), \
+                  lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
+                  lease_expires_at = CASE WHEN $6::text IS NULL THEN lease_expires_at END \
+            WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 RETURNING {RUN}), \
+         t AS (\
+           INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
+                  workflow_version, state_schema_version, source_state, target_state, trigger, \
+                  actor) \
+           SELECT $8, id, version, generation, workflow_version, state_schema_version, $2, \
+                  state, $9, $10 FROM u), \
+         c AS (\
+           INSERT INTO runner.run_checkpoints (run_id, version, generation, state, body, \
+                  checksum) \
+           SELECT id, version, generation, state, $11, $12 FROM u) \
+         SELECT * FROM u"
     ))
     .bind(current.id)
     .bind(t.source_state)
@@ -301,40 +317,14 @@ pub async fn commit_with(
     .bind(t.target_state)
     .bind(terminal_category)
     .bind(progress)
-    .fetch_optional(&mut **tx)
+    .bind(Uuid::new_v4())
+    .bind(t.trigger)
+    .bind(t.actor)
+    .bind(&checkpoint.body)
+    .bind(&checkpoint.checksum)
+    .fetch_optional(ex)
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let after = run(&row)?;
-    append(tx, &after, t).await?;
-    if !save_checkpoint(tx, &after, checkpoint).await? {
-        return Ok(None);
-    }
-    Ok(Some(after))
-}
-
-/// Write `c` as the checkpoint of `run`'s version, only while the run row is still at that
-/// version, generation and state (the fence); `false` when it is not (nothing written).
-async fn save_checkpoint(
-    tx: &mut Transaction<'_, Postgres>,
-    run: &RunRow,
-    c: &Checkpoint,
-) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query(
-        "INSERT INTO runner.run_checkpoints (run_id, version, generation, state, body, checksum) \
-         SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runner.runs \
-                WHERE id = $1 AND version = $2 AND generation = $3 AND state = $4)",
-    )
-    .bind(run.id)
-    .bind(run.version)
-    .bind(run.generation)
-    .bind(&run.state)
-    .bind(&c.body)
-    .bind(&c.checksum)
-    .execute(&mut **tx)
-    .await?;
-    Ok(r.rows_affected() == 1)
+    row.as_ref().map(run).transpose()
 }
 
 /// A checkpoint as stored.
@@ -395,6 +385,7 @@ pub async fn interrupt(
     row.as_ref().map(run).transpose()
 }
 
+/// The creation transition of a run just inserted in `tx` (the run's first version).
 async fn append(
     tx: &mut Transaction<'_, Postgres>,
     after: &RunRow,
@@ -415,6 +406,27 @@ async fn append(
     .bind(t.target_state)
     .bind(t.trigger)
     .bind(t.actor)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The first checkpoint of a run just inserted in `tx`.
+async fn first_checkpoint(
+    tx: &mut Transaction<'_, Postgres>,
+    run: &RunRow,
+    c: &Checkpoint,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO runner.run_checkpoints (run_id, version, generation, state, body, checksum) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(run.id)
+    .bind(run.version)
+    .bind(run.generation)
+    .bind(&run.state)
+    .bind(&c.body)
+    .bind(&c.checksum)
     .execute(&mut **tx)
     .await?;
     Ok(())
