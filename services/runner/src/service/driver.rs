@@ -8,7 +8,7 @@
 //! the driver re-reads it and stops when the generation is no longer its own.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -66,6 +66,10 @@ impl Driver {
 
     fn ttl(&self) -> i64 {
         i64::try_from(self.settings.lease_ttl_ms).unwrap_or(i64::MAX)
+    }
+
+    fn half_ttl(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ttl_ms / 2)
     }
 
     /// Claim and drive runs until the process ends (at most `concurrency` at once).
@@ -151,6 +155,11 @@ impl Driver {
         let budgets = Budgets(run.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
         // A Dispatcher lease granted while waiting, used by the call right after `capability_warm`.
         let mut held: Option<Held> = None;
+        // Until when this loop knows the run's lease is still its own without asking: half a
+        // TTL after the send of the last commit or renewal that extended it (the database
+        // extends it from its own later `now()`, so this errs early). Past it, a step is called
+        // only after a renewal.
+        let mut known_until: Option<Instant> = None;
         loop {
             let p = progress_of_row(&run);
             // The wall-clock budget, before anything else the run would do.
@@ -181,11 +190,21 @@ impl Driver {
                     Next::Call { index } => {
                         // Never call a step without the run's lease: the generation must still
                         // be ours.
-                        if !leases::renew(&s.pool, run.id, run.generation, &self.holder, self.ttl())
+                        if known_until.is_none_or(|t| Instant::now() >= t) {
+                            let sent = Instant::now();
+                            if !leases::renew(
+                                &s.pool,
+                                run.id,
+                                run.generation,
+                                &self.holder,
+                                self.ttl(),
+                            )
                             .await?
-                        {
-                            self.give_back(&mut held).await;
-                            return Ok(Stopped::Fenced);
+                            {
+                                self.give_back(&mut held).await;
+                                return Ok(Stopped::Fenced);
+                            }
+                            known_until = Some(sent + self.half_ttl());
                         }
                         let step = &workflow.steps[index].id;
                         match self.call(&run, &workflow, index, &p, held.take()).await {
@@ -233,8 +252,12 @@ impl Driver {
                 elapsed_ms(&run),
                 run.version + 1,
             );
+            let sent = Instant::now();
             run = match self.advance(&run, event, &after).await? {
-                Some(after) => after,
+                Some(after) => {
+                    known_until = Some(sent + self.half_ttl());
+                    after
+                }
                 None => match runs::get(&s.pool, run.id, None).await? {
                     Some(now) if now.generation == run.generation => {
                         self.give_back(&mut held).await;
@@ -350,6 +373,8 @@ impl Driver {
             s.fsm.category(&to),
             &checkpoint,
             Some(&json),
+            // The holder's commit is also its heartbeat.
+            Some(self.ttl()),
         )
         .await?;
         if let Some(a) = &after {

@@ -272,7 +272,16 @@ pub async fn commit(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
 ) -> Result<Option<RunRow>, sqlx::Error> {
-    commit_with(&mut **tx, current, t, terminal_category, checkpoint, None).await
+    commit_with(
+        &mut **tx,
+        current,
+        t,
+        terminal_category,
+        checkpoint,
+        None,
+        None,
+    )
+    .await
 }
 
 /// [`commit`] writing `progress` (JSON) with the state, on any executor: **one statement**
@@ -282,7 +291,8 @@ pub async fn commit(
 /// are inserted from its `RETURNING` row, so the transaction id is assigned before the
 /// transition's feed sequence is taken (the gap rule's premise) and nothing is written when
 /// the fence moved. The checkpoint needs no fence of its own: it is written from the row the
-/// fenced update returned.
+/// fenced update returned. `renew_ms` (the holder's commits) also extends the run's lease to
+/// that many ms from the commit, as `leases::renew` would (a terminal commit gives it up).
 pub async fn commit_with<'e>(
     ex: impl sqlx::PgExecutor<'e>,
     current: &RunRow,
@@ -290,13 +300,15 @@ pub async fn commit_with<'e>(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
     progress: Option<&str>,
+    renew_ms: Option<i64>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     let row = sqlx::query(&format!(
         "WITH u AS (\
            UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
                   progress = COALESCE($7::jsonb, progress), updated_at = now(), \
                   lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
-                  lease_expires_at = CASE WHEN $6::text IS NULL THEN lease_expires_at END \
+                  lease_expires_at = CASE WHEN $6::text IS NULL THEN COALESCE(now() + \
+                      make_interval(secs => $13::double precision / 1000), lease_expires_at) END \
             WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 RETURNING {RUN}), \
          t AS (\
            INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
@@ -322,6 +334,7 @@ pub async fn commit_with<'e>(
     .bind(t.actor)
     .bind(&checkpoint.body)
     .bind(&checkpoint.checksum)
+    .bind(renew_ms)
     .fetch_optional(ex)
     .await?;
     row.as_ref().map(run).transpose()
