@@ -53,6 +53,7 @@ fn settings() -> Settings {
         poll_ms: 10,
         concurrency: 1,
         task_step_ms: 0,
+        price_milli_per_1k_tokens: Default::default(),
     }
 }
 
@@ -97,6 +98,7 @@ async fn start(service: &Service, prefix: &str, n: usize) {
                     workflow: w.clone(),
                     input: Vec::new(),
                     budgets: Budgets::contract(),
+                    timeout_seconds: None,
                 },
             )
             .await

@@ -21,6 +21,8 @@ lychd_runtime::refusal::refusals! {
         INPUT_TOO_LARGE = InvalidArgument;
         /// a budget (`budgets.<name>`) is above loop-contract v1's maximum for it
         BUDGET_ABOVE_CONTRACT = InvalidArgument;
+        /// `timeout_seconds` is negative or above the run's `max_wall_seconds`
+        TIMEOUT_INVALID = InvalidArgument;
         /// `run_id` is not a UUID
         RUN_ID_MALFORMED = InvalidArgument;
         /// no run with this id that the caller may see (it never existed, or another principal started it)

@@ -399,9 +399,38 @@ async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
     json(200, chat_answer(model, &texts).to_string())
 }
 
+/// A message holding this marker makes the answer empty (content `""`, no completion token).
+pub const EMPTY_MARKER: &str = "[simllama:empty]";
+/// A message holding `[simllama:empty-unless:TEXT]` makes the answer empty unless another
+/// message holds `TEXT` (e.g. the runner's `(repair round 2)`): a step that answers only on a
+/// later round.
+pub const EMPTY_UNLESS_PREFIX: &str = "[simllama:empty-unless:";
+
+/// Whether a request of `texts` gets an empty answer (see [`EMPTY_MARKER`] and
+/// [`EMPTY_UNLESS_PREFIX`]).
+pub fn answers_empty(texts: &[&str]) -> bool {
+    texts.iter().enumerate().any(|(i, t)| {
+        if t.contains(EMPTY_MARKER) {
+            return true;
+        }
+        t.match_indices(EMPTY_UNLESS_PREFIX).any(|(at, _)| {
+            let rest = &t[at + EMPTY_UNLESS_PREFIX.len()..];
+            let Some(end) = rest.find(']') else {
+                return false;
+            };
+            let wanted = &rest[..end];
+            !texts
+                .iter()
+                .enumerate()
+                .any(|(j, other)| j != i && other.contains(wanted))
+        })
+    })
+}
+
 /// The deterministic answer of a chat completion of `model` over messages with `texts`: the
 /// same request always gets the same content and `usage` (prompt tokens: one per 4 bytes of
-/// the messages, at least one each; completion tokens: one per word of the answer).
+/// the messages, at least one each; completion tokens: one per word of the answer). A request
+/// [`answers_empty`] gets the content `""`.
 pub fn chat_answer(model: &str, texts: &[&str]) -> serde_json::Value {
     // FNV-1a over the model and every message: a stable fingerprint of the request.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -412,7 +441,11 @@ pub fn chat_answer(model: &str, texts: &[&str]) -> serde_json::Value {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    let content = format!("simulated answer {h:016x} from {model}");
+    let content = if answers_empty(texts) {
+        String::new()
+    } else {
+        format!("simulated answer {h:016x} from {model}")
+    };
     let prompt: u64 = texts
         .iter()
         .map(|t| (t.len() as u64).div_ceil(4).max(1))

@@ -90,16 +90,24 @@ impl Snapshot<'_> {
                 "attempt_generation": p.attempt_generation,
                 "jitter_seed": p.jitter_seed,
             },
-            "budgets_used": {"steps": p.used.steps, "tokens": p.used.tokens},
+            "budgets_used": {
+                "steps": p.used.steps,
+                "tokens": p.used.tokens,
+                "tool_calls": p.used.tool_calls,
+                "cost_milli": p.used.cost_milli,
+                "suspended_ms": p.used.suspended_ms,
+            },
             "handoff": p.handoff,
             "approvals": [],
             "f_state": {},
             "l_supports": [],
-            "r_frontier": {"cursor": p.cursor},
+            "r_frontier": {"cursor": p.cursor, "plan": p.plan},
             "results": p.results.iter().map(|r| json!({
-                "step": r.step, "digest": r.digest, "tokens": r.tokens,
+                "step": r.step, "digest": r.digest, "tokens": r.tokens, "evidence": r.evidence,
             })).collect::<Vec<_>>(),
-            "evaluator_state": {},
+            // The no-progress evaluator: every verification round that ended with an
+            // obligation open (fingerprint, gain, obligations closed).
+            "evaluator_state": {"rounds": p.rounds},
             "versions": {
                 "workflow_name": e.workflow_name,
                 "workflow_version": e.workflow_version,
@@ -130,6 +138,7 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
                 step: r.get("step")?.as_str()?.to_owned(),
                 digest: r.get("digest")?.as_str()?.to_owned(),
                 tokens: n(r.get("tokens")?)?,
+                evidence: serde_json::from_value(r.get("evidence")?.clone()).ok()?,
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -143,7 +152,12 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
         used: Used {
             steps: n(used.get("steps")?)?,
             tokens: n(used.get("tokens")?)?,
+            tool_calls: n(used.get("tool_calls")?)?,
+            cost_milli: n(used.get("cost_milli")?)?,
+            suspended_ms: n(used.get("suspended_ms")?)?,
         },
+        plan: serde_json::from_value(v.get("r_frontier")?.get("plan")?.clone()).ok()?,
+        rounds: serde_json::from_value(v.get("evaluator_state")?.get("rounds")?.clone()).ok()?,
         jitter_seed: match retries.get("jitter_seed") {
             None | Some(Value::Null) => None,
             Some(s) => Some(s.as_u64()?),
@@ -167,9 +181,14 @@ mod tests {
         used: Used {
             steps: 0,
             tokens: 0,
+            tool_calls: 0,
+            cost_milli: 0,
+            suspended_ms: 0,
         },
         handoff: None,
         jitter_seed: None,
+        plan: Vec::new(),
+        rounds: Vec::new(),
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {

@@ -18,10 +18,10 @@ use super::runs::{RunRow, progress_of_row};
 use crate::config::Settings;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
-use crate::domain::progress::{self, Next, Progress};
+use crate::domain::progress::{self, Next, Outcome, Progress};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
-use crate::model::{Answer, COLD_WAIT_MS, Failure, Held, Leased, Models};
+use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
 
@@ -153,15 +153,42 @@ impl Driver {
         let mut held: Option<Held> = None;
         loop {
             let p = progress_of_row(&run);
-            // The wall-clock budget, before anything else the run would do.
-            if progress::wall_exhausted(&budgets, elapsed_ms(&run))
-                && s.fsm.next(&run.state, BUDGET_EVENT).is_some()
+            let now = time::OffsetDateTime::now_utc();
+            // A wait in progress counts as suspended from its committed start (the run row's
+            // `updated_at`, written by the fenced commit that entered the waiting state).
+            let open_wait = if WAITING.contains(&run.state.as_str()) {
+                ms_between(run.updated_at, now)
+            } else {
+                0
+            };
+            let clocks = progress::Clocks {
+                elapsed_ms: ms_between(run.created_at, now),
+                suspended_ms: p.used.suspended_ms.saturating_add(open_wait),
+            };
+            // The caller's deadline, then the budgets of time, before anything else the run
+            // would do (the open wait is charged to the progress the terminal commit records).
+            let deadline = run.deadline_at.is_some_and(|d| now >= d);
+            let timed = if deadline {
+                Some(DEADLINE_EVENT)
+            } else if progress::wall_exhausted(&budgets, clocks.elapsed_ms)
+                || progress::suspended_exhausted(&budgets, clocks.suspended_ms)
             {
-                return match self.advance(&run, BUDGET_EVENT, &p).await? {
+                Some(BUDGET_EVENT)
+            } else {
+                None
+            };
+            if let Some(event) = timed.filter(|e| s.fsm.next(&run.state, e).is_some()) {
+                let mut spent = p.clone();
+                spent.used.suspended_ms = clocks.suspended_ms;
+                let spent =
+                    progress::soft_boundary(&workflow, &budgets, spent, clocks, run.version + 1);
+                return match self.advance(&run, event, &spent).await? {
                     Some(_) => Ok(Stopped::Idle),
                     None => Ok(Stopped::Fenced),
                 };
             }
+            // How long a wait may last before a deadline or a time budget needs the run again.
+            let cap = |ms: u64| ms.min(time_left_ms(&run, &budgets, clocks, now)).max(10);
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
@@ -171,12 +198,12 @@ impl Driver {
                             held = Some(h);
                             (
                                 "capability_warm",
-                                progress::warm(&p, run.generation),
+                                progress::resumed(&p, open_wait, run.generation),
                                 Then::Go,
                             )
                         }
-                        Leased::Cold { wait_ms } => return Ok(Stopped::Waiting(wait_ms)),
-                        Leased::Failed(_) => return Ok(Stopped::Waiting(COLD_WAIT_MS)),
+                        Leased::Cold { wait_ms } => return Ok(Stopped::Waiting(cap(wait_ms))),
+                        Leased::Failed(_) => return Ok(Stopped::Waiting(cap(COLD_WAIT_MS))),
                     },
                     Next::Call { index } => {
                         // Never call a step without the run's lease: the generation must still
@@ -189,27 +216,26 @@ impl Driver {
                         }
                         let step = &workflow.steps[index].id;
                         match self.call(&run, &workflow, index, &p, held.take()).await {
-                            Called::Done(answer) => {
-                                let tokens = answer.tokens;
-                                let (event, q) = progress::after_result(
+                            Called::Done(outcome) => {
+                                let now = time::OffsetDateTime::now_utc();
+                                if run.deadline_at.is_some_and(|d| now >= d) {
+                                    // The deadline passed during the call: the result is not
+                                    // ingested (its tokens and cost were spent all the same).
+                                    (DEADLINE_EVENT, progress::charged(&p, &outcome), Then::Go)
+                                } else if progress::wall_exhausted(
                                     &budgets,
-                                    &p,
-                                    step,
-                                    answer.digest,
-                                    tokens,
-                                );
-                                if progress::wall_exhausted(&budgets, elapsed_ms(&run)) {
-                                    // The wall clock ran out during the call: the result is
-                                    // not ingested (its tokens were spent all the same).
-                                    let mut spent = p.clone();
-                                    spent.used.tokens += tokens;
-                                    (BUDGET_EVENT, spent, Then::Go)
+                                    ms_between(run.created_at, now),
+                                ) {
+                                    // The wall clock ran out during the call: likewise.
+                                    (BUDGET_EVENT, progress::charged(&p, &outcome), Then::Go)
                                 } else {
+                                    let (event, q) =
+                                        progress::after_result(&budgets, &p, step, outcome);
                                     (event, q, Then::Go)
                                 }
                             }
                             Called::Cold { wait_ms } => {
-                                ("capability_cold", p.clone(), Then::Wait(wait_ms))
+                                ("capability_cold", p.clone(), Then::Wait(cap(wait_ms)))
                             }
                             Called::Failed(Failure::Transient) => {
                                 let seed = fresh_seed();
@@ -226,13 +252,12 @@ impl Driver {
                     }
                 };
             // At 80 % of a budget, the commit's checkpoint carries the residual-work handoff.
-            let after = progress::soft_boundary(
-                &workflow,
-                &budgets,
-                after,
-                elapsed_ms(&run),
-                run.version + 1,
-            );
+            let clocks = progress::Clocks {
+                elapsed_ms: ms_between(run.created_at, time::OffsetDateTime::now_utc()),
+                suspended_ms: after.used.suspended_ms,
+            };
+            let after =
+                progress::soft_boundary(&workflow, &budgets, after, clocks, run.version + 1);
             run = match self.advance(&run, event, &after).await? {
                 Some(after) => after,
                 None => match runs::get(&s.pool, run.id, None).await? {
@@ -332,6 +357,8 @@ impl Driver {
         let to = edge.to.clone();
         let actor = if event == "verified_pass" || event == "verified_reject" {
             VERIFIER_STAND_IN
+        } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
+            BUDGET_GOVERNOR
         } else {
             RUNNER_ACTOR
         };
@@ -381,16 +408,18 @@ impl Driver {
         held: Option<Held>,
     ) -> Called {
         let step = &w.steps[index];
-        if progress::model_of(w, index).is_none() {
+        let Some((family, _)) = progress::model_of(w, index) else {
             if self.settings.task_step_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
             }
             let run_id = run.id.hyphenated().to_string();
-            return Called::Done(Answer {
-                digest: progress::task_digest(&run_id, &step.id, &run.input_sha256),
-                tokens: 0,
-            });
-        }
+            return Called::Done(Outcome::task(progress::task_digest(
+                &run_id,
+                &step.id,
+                &run.input_sha256,
+            )));
+        };
+        let price = self.settings.price(family);
         let held = match held {
             Some(h) => h,
             None => match self.lease(run, w, index, p).await {
@@ -407,10 +436,15 @@ impl Driver {
                 return Called::Failed(Failure::Transient);
             }
         };
-        let answer = self.models.chat(&held, &step.id, &input).await;
+        let answer = self.models.chat(&held, &step.id, p.round(), &input).await;
         self.models.release(&held).await;
         match answer {
-            Ok(a) => Called::Done(a),
+            Ok(a) => Called::Done(Outcome::model(
+                a.digest,
+                a.tokens,
+                progress::cost_milli(a.tokens, price),
+                a.empty,
+            )),
             Err(f) => Called::Failed(f),
         }
     }
@@ -418,17 +452,43 @@ impl Driver {
 
 /// The FSM event of a spent budget.
 const BUDGET_EVENT: &str = "budget_exhausted";
+/// The FSM event of a passed deadline (`StartRun.timeout_seconds`).
+const DEADLINE_EVENT: &str = "deadline_passed";
+/// The actor of a budget's or a deadline's terminal: the FSM's issuer of those events (the
+/// contract's `hard_boundary_owner`, "external budget governor"); in Runner I the runner's
+/// own check of the durable counts stands in for it.
+pub const BUDGET_GOVERNOR: &str = "runner-budget-check";
+/// The waiting states whose time counts against `max_suspended_seconds`
+/// (`WAIT_APPROVAL` joins when Runner II drives it).
+const WAITING: [&str; 2] = ["WAIT_CAPABILITY", "WAIT_APPROVAL"];
 
-/// Milliseconds since the run's creation (the database's clock at its creation; this host's
-/// now).
-fn elapsed_ms(run: &RunRow) -> u64 {
-    let d = time::OffsetDateTime::now_utc() - run.created_at;
-    u64::try_from(d.whole_milliseconds()).unwrap_or(0)
+/// Milliseconds from `from` (a committed timestamp: the database's clock) to `to` (this
+/// host's now); 0 when `to` is earlier.
+fn ms_between(from: time::OffsetDateTime, to: time::OffsetDateTime) -> u64 {
+    u64::try_from((to - from).whole_milliseconds()).unwrap_or(0)
+}
+
+/// Milliseconds until the run's deadline, wall budget or suspended budget (whichever is
+/// first) from `now`.
+fn time_left_ms(
+    run: &RunRow,
+    budgets: &Budgets,
+    clocks: progress::Clocks,
+    now: time::OffsetDateTime,
+) -> u64 {
+    let wall = budgets.0[3]
+        .saturating_mul(1000)
+        .saturating_sub(clocks.elapsed_ms);
+    let suspended = budgets.0[4]
+        .saturating_mul(1000)
+        .saturating_sub(clocks.suspended_ms);
+    let deadline = run.deadline_at.map_or(u64::MAX, |d| ms_between(now, d));
+    wall.min(suspended).min(deadline)
 }
 
 /// What a step's call came to.
 enum Called {
-    Done(Answer),
+    Done(Outcome),
     Cold { wait_ms: u64 },
     Failed(Failure),
 }

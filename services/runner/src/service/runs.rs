@@ -12,7 +12,7 @@ use super::Service;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{Checkpoint, Envelope, Snapshot};
 use crate::domain::progress::Progress;
-use crate::domain::run::{STATE_SCHEMA_VERSION, request_digest, sha256};
+use crate::domain::run::{STATE_SCHEMA_VERSION, request_digest, request_digest_with, sha256};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::store::runs::{self, NewRun, NewTransition, Started};
@@ -25,6 +25,8 @@ pub struct StartRun {
     pub workflow: Workflow,
     pub input: Vec<u8>,
     pub budgets: Budgets,
+    /// The caller's timeout in seconds (at most the run's `max_wall_seconds`), if any.
+    pub timeout_seconds: Option<u32>,
 }
 
 /// Whose runs a reader sees.
@@ -53,7 +55,10 @@ impl Service {
     pub async fn start(&self, owner: &str, cmd: &StartRun) -> Result<(RunRow, bool), RunnerError> {
         let workflow_sha256 = sha256(&cmd.workflow_bytes);
         let input_sha256 = sha256(&cmd.input);
-        let digest = request_digest(&workflow_sha256, &input_sha256, &cmd.budgets);
+        let digest = request_digest_with(
+            request_digest(&workflow_sha256, &input_sha256, &cmd.budgets),
+            cmd.timeout_seconds,
+        );
         let budgets = cmd.budgets.0.map(|b| i32::try_from(b).unwrap_or(i32::MAX));
         let id = Uuid::new_v4();
         let run_id = id.hyphenated().to_string();
@@ -91,6 +96,9 @@ impl Service {
                 input_sha256: &input_sha256,
                 budgets,
                 state: self.fsm.initial(),
+                timeout_seconds: cmd
+                    .timeout_seconds
+                    .map(|t| i32::try_from(t).unwrap_or(i32::MAX)),
             },
             &first,
         )

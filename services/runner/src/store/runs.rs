@@ -37,6 +37,10 @@ pub struct RunRow {
     pub lease_expires_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// The caller's timeout (seconds), if it set one, and the deadline it makes (its creation
+    /// plus the timeout, the database's clock).
+    pub timeout_seconds: Option<i32>,
+    pub deadline_at: Option<OffsetDateTime>,
 }
 
 const BUDGETS: [&str; 9] = [
@@ -56,7 +60,7 @@ pub(super) const RUN: &str = "id, listed, owner, request_id, request_sha256, wor
      max_tool_calls, max_retries_per_transition, max_wall_seconds, max_suspended_seconds, \
      max_tokens, max_cost_milli, max_recursion_depth, max_parallelism, state, \
      terminal_category, version, generation, interrupt_pending, progress::text AS progress, \
-     lease_holder, lease_expires_at, created_at, updated_at";
+     lease_holder, lease_expires_at, created_at, updated_at, timeout_seconds, deadline_at";
 
 pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
     let mut budgets = [0; 9];
@@ -86,6 +90,8 @@ pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
         lease_expires_at: r.try_get("lease_expires_at")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
+        timeout_seconds: r.try_get("timeout_seconds")?,
+        deadline_at: r.try_get("deadline_at")?,
     })
 }
 
@@ -105,6 +111,8 @@ pub struct NewRun<'a> {
     pub input_sha256: &'a str,
     pub budgets: [i32; 9],
     pub state: &'a str,
+    /// The caller's timeout in seconds (its deadline is the creation plus it).
+    pub timeout_seconds: Option<i32>,
 }
 
 /// What recording a start did.
@@ -154,9 +162,11 @@ pub async fn start(
     let sql = format!(
         "INSERT INTO runner.runs (id, owner, request_id, request_sha256, workflow, \
          workflow_sha256, workflow_name, workflow_version, state_schema_version, fsm_sha256, \
-         input, input_sha256, {budgets}, state, version, generation) \
+         input, input_sha256, {budgets}, state, version, generation, timeout_seconds, \
+         deadline_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1, 1) \
+                 $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1, 1, $23, \
+                 now() + make_interval(secs => $23::double precision)) \
          ON CONFLICT (owner, request_id) DO NOTHING RETURNING {RUN}",
         budgets = BUDGETS.join(", ")
     );
@@ -176,7 +186,12 @@ pub async fn start(
     for b in n.budgets {
         q = q.bind(b);
     }
-    let Some(row) = q.bind(n.state).fetch_optional(&mut *tx).await? else {
+    let Some(row) = q
+        .bind(n.state)
+        .bind(n.timeout_seconds)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
         tx.rollback().await?;
         let seen = sqlx::query(&format!(
             "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"

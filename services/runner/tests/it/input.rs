@@ -21,6 +21,7 @@ async fn a_bad_start_names_every_bad_field_and_changes_nothing() {
                     max_parallelism: 5,
                     ..Default::default()
                 }),
+                timeout_seconds: 0,
             })
             .await,
         Code::InvalidArgument,

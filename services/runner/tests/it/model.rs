@@ -88,6 +88,7 @@ impl Stack {
                 workflow: WORKFLOW.as_bytes().to_vec(),
                 input: INPUT.as_bytes().to_vec(),
                 budgets,
+                timeout_seconds: 0,
             })
             .await
             .expect("start")

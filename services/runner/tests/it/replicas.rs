@@ -74,6 +74,7 @@ impl Replicas {
                 workflow: WORKFLOW.as_bytes().to_vec(),
                 input: Vec::new(),
                 budgets: None,
+                timeout_seconds: 0,
             })
             .await
             .expect("start")

@@ -33,6 +33,7 @@ fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
             poll_ms: 10,
             concurrency: 1,
             task_step_ms,
+            price_milli_per_1k_tokens: Default::default(),
         },
     )
 }
@@ -49,6 +50,7 @@ async fn start_tasks_with(s: &mut Stack, request_id: &str, budgets: Option<pb::B
             workflow: TASKS.as_bytes().to_vec(),
             input: b"some input".to_vec(),
             budgets,
+            timeout_seconds: 0,
         })
         .await
         .expect("start")
@@ -456,6 +458,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
                 max_retries_per_transition: 2,
                 ..Default::default()
             }),
+            timeout_seconds: 0,
         })
         .await
         .expect("start")
@@ -478,6 +481,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
             poll_ms: 10,
             concurrency: 1,
             task_step_ms: 0,
+            price_milli_per_1k_tokens: Default::default(),
         },
     );
     drive_once(&s, &d).await;
