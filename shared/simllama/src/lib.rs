@@ -405,25 +405,28 @@ pub const EMPTY_MARKER: &str = "[simllama:empty]";
 /// message holds `TEXT` (e.g. the runner's `(repair round 2)`): a step that answers only on a
 /// later round.
 pub const EMPTY_UNLESS_PREFIX: &str = "[simllama:empty-unless:";
+/// A message holding `[simllama:empty-if:TEXT]` makes the answer empty when another message
+/// is exactly `TEXT` (e.g. the runner's first-round `lychd runner step beta`): one step of
+/// several answers empty, in one round.
+pub const EMPTY_IF_PREFIX: &str = "[simllama:empty-if:";
 
-/// Whether a request of `texts` gets an empty answer (see [`EMPTY_MARKER`] and
-/// [`EMPTY_UNLESS_PREFIX`]).
+/// The `TEXT` of every `[<prefix>TEXT]` marker in `t`.
+fn markers<'a>(t: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    t.match_indices(prefix).filter_map(move |(at, _)| {
+        let rest = &t[at + prefix.len()..];
+        rest.find(']').map(|end| &rest[..end])
+    })
+}
+
+/// Whether a request of `texts` gets an empty answer (see [`EMPTY_MARKER`],
+/// [`EMPTY_UNLESS_PREFIX`] and [`EMPTY_IF_PREFIX`]).
 pub fn answers_empty(texts: &[&str]) -> bool {
+    let others = |i: usize| texts.iter().enumerate().filter(move |(j, _)| *j != i);
     texts.iter().enumerate().any(|(i, t)| {
-        if t.contains(EMPTY_MARKER) {
-            return true;
-        }
-        t.match_indices(EMPTY_UNLESS_PREFIX).any(|(at, _)| {
-            let rest = &t[at + EMPTY_UNLESS_PREFIX.len()..];
-            let Some(end) = rest.find(']') else {
-                return false;
-            };
-            let wanted = &rest[..end];
-            !texts
-                .iter()
-                .enumerate()
-                .any(|(j, other)| j != i && other.contains(wanted))
-        })
+        t.contains(EMPTY_MARKER)
+            || markers(t, EMPTY_UNLESS_PREFIX)
+                .any(|wanted| !others(i).any(|(_, o)| o.contains(wanted)))
+            || markers(t, EMPTY_IF_PREFIX).any(|exact| others(i).any(|(_, o)| *o == exact))
     })
 }
 

@@ -84,4 +84,10 @@ async fn a_marker_makes_the_answer_empty_deterministically() {
         later,
         chat_answer("m", &["step a round 2", "[simllama:empty-unless:round 2]"])
     );
+    // Empty when another message is exactly the text.
+    let marker = "[simllama:empty-if:step b]";
+    let empty = |a: serde_json::Value| a["choices"][0]["message"]["content"] == "";
+    assert!(empty(chat_answer("m", &["step b", marker])));
+    assert!(!empty(chat_answer("m", &["step b (round 2)", marker])));
+    assert!(!empty(chat_answer("m", &["step a", marker])));
 }

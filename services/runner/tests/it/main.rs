@@ -8,6 +8,7 @@ mod fence;
 mod input;
 mod model;
 mod replicas;
+mod rounds;
 mod runs;
 mod steps;
 mod watch;
