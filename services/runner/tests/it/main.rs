@@ -2,6 +2,7 @@
 //! deciding every call.
 
 mod authority;
+mod budgets;
 mod checkpoints;
 mod common;
 mod fence;
