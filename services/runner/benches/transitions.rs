@@ -99,6 +99,7 @@ async fn start(service: &Service, prefix: &str, n: usize) {
                     input: Vec::new(),
                     budgets: Budgets::contract(),
                     timeout_seconds: None,
+                    parent: None,
                 },
             )
             .await

@@ -34,13 +34,24 @@ pub fn request_digest(workflow_sha256: &str, input_sha256: &str, budgets: &Budge
     )
 }
 
-/// The digest of a start request that also names a timeout (and, later, a parent): the plain
+/// The digest of a start request that also names a timeout or a parent: the plain
 /// [`request_digest`] when it names neither, so a request without them keeps its digest.
-pub fn request_digest_with(plain: String, timeout_seconds: Option<u32>) -> String {
-    match timeout_seconds {
-        None => plain,
-        Some(t) => sha256(format!("{plain}\ntimeout_seconds={t}").as_bytes()),
+pub fn request_digest_with(
+    plain: String,
+    timeout_seconds: Option<u32>,
+    parent: Option<&str>,
+) -> String {
+    if timeout_seconds.is_none() && parent.is_none() {
+        return plain;
     }
+    sha256(
+        format!(
+            "{plain}\ntimeout_seconds={}\nparent={}",
+            timeout_seconds.unwrap_or(0),
+            parent.unwrap_or("")
+        )
+        .as_bytes(),
+    )
 }
 
 /// Why a requested timeout is refused.
@@ -78,11 +89,15 @@ mod tests {
         let mut other = b;
         other.0[0] = 1;
         assert_ne!(d, request_digest("w", "i", &other));
-        assert_eq!(request_digest_with(d.clone(), None), d);
-        assert_ne!(request_digest_with(d.clone(), Some(5)), d);
+        assert_eq!(request_digest_with(d.clone(), None, None), d);
+        assert_ne!(request_digest_with(d.clone(), Some(5), None), d);
         assert_ne!(
-            request_digest_with(d.clone(), Some(5)),
-            request_digest_with(d, Some(6))
+            request_digest_with(d.clone(), Some(5), None),
+            request_digest_with(d.clone(), Some(6), None)
+        );
+        assert_ne!(
+            request_digest_with(d.clone(), None, Some("p")),
+            request_digest_with(d, None, Some("q"))
         );
     }
 

@@ -79,6 +79,17 @@ pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {
             None
         }
     };
+    let parent = match body.parent_run_id.as_str() {
+        "" => None,
+        p => match run_id("parent_run_id", p) {
+            Ok(id) => Some(id),
+            Err(RunnerError::InvalidArgument(bad)) => {
+                v.extend(bad);
+                None
+            }
+            Err(e) => return Err(e),
+        },
+    };
     match (workflow, budgets) {
         (Some(workflow), Some(budgets)) if v.is_empty() => Ok(StartRun {
             request_id: body.request_id,
@@ -87,6 +98,7 @@ pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {
             input: body.input,
             budgets,
             timeout_seconds,
+            parent,
         }),
         _ => Err(v.into()),
     }
@@ -152,6 +164,15 @@ pub fn run(r: &RunRow) -> pb::Run {
         updated_at: Some(timestamp(r.updated_at)),
         timeout_seconds: r.timeout_seconds.map_or(0, i64::from),
         deadline_at: r.deadline_at.map(timestamp),
+        parent_run_id: r
+            .parent_run_id
+            .map(|p| p.hyphenated().to_string())
+            .unwrap_or_default(),
+        root_run_id: r
+            .root_run_id
+            .map(|p| p.hyphenated().to_string())
+            .unwrap_or_default(),
+        depth: u32::try_from(r.depth).unwrap_or(0),
     }
 }
 

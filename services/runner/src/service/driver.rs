@@ -19,11 +19,13 @@ use crate::config::Settings;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::progress::{self, Next, Outcome, Progress};
+use crate::domain::tree;
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
+use crate::store::tree as store_tree;
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
 /// independent completion verifier (Runner II asks HelmLoop).
@@ -349,6 +351,26 @@ impl Driver {
         progress: &Progress,
     ) -> Result<Option<RunRow>, RunnerError> {
         let s = &self.service;
+        let mut tx = s.pool.begin().await?;
+        // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
+        // root: the root's row is locked first (lock order: root, then the run), the tree's
+        // totals checked against the root's budgets, and a descendant's consumption added to
+        // the root in this transaction.
+        let before = progress_of_row(run);
+        let mut progress = progress.clone();
+        let mut event = event;
+        if tree::delta(&before.used, &progress.used) != [0; 4] {
+            if let Some(root) = store_tree::root(&mut tx, run.root(), true).await? {
+                let budgets = Budgets(root.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
+                let used = |v: [i64; 4]| v.map(|x| u64::try_from(x).unwrap_or(0));
+                let tree_before = tree::add(used(root.own), used(root.desc));
+                let handoff = progress.handoff.clone();
+                (event, progress) = tree::gate(&budgets, tree_before, &before, event, progress);
+                if progress.handoff.is_none() {
+                    progress.handoff = handoff;
+                }
+            }
+        }
         let Some(edge) = s.fsm.next(&run.state, event) else {
             // The rules only issue events the FSM has from the state; never commit another.
             tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
@@ -362,9 +384,8 @@ impl Driver {
         } else {
             RUNNER_ACTOR
         };
-        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, progress);
+        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, &progress);
         let json = progress.to_json().to_string();
-        let mut tx = s.pool.begin().await?;
         let after = runs::commit_with(
             &mut tx,
             run,
@@ -379,6 +400,15 @@ impl Driver {
             Some(&json),
         )
         .await?;
+        let charged = tree::delta(&before.used, &progress.used);
+        if after.is_some() && run.root_run_id.is_some() && charged != [0; 4] {
+            store_tree::charge(
+                &mut tx,
+                run.root(),
+                charged.map(|x| i64::try_from(x).unwrap_or(i64::MAX)),
+            )
+            .await?;
+        }
         tx.commit().await?;
         if let Some(a) = &after {
             tracing::info!(

@@ -6,3 +6,4 @@
 pub mod feed;
 pub mod leases;
 pub mod runs;
+pub mod tree;

@@ -41,6 +41,17 @@ pub struct RunRow {
     /// plus the timeout, the database's clock).
     pub timeout_seconds: Option<i32>,
     pub deadline_at: Option<OffsetDateTime>,
+    /// The run it was started under, its tree's root (`None` for a root) and its depth.
+    pub parent_run_id: Option<Uuid>,
+    pub root_run_id: Option<Uuid>,
+    pub depth: i32,
+}
+
+impl RunRow {
+    /// The root of the run's tree (itself for a root).
+    pub fn root(&self) -> Uuid {
+        self.root_run_id.unwrap_or(self.id)
+    }
 }
 
 const BUDGETS: [&str; 9] = [
@@ -60,7 +71,8 @@ pub(super) const RUN: &str = "id, listed, owner, request_id, request_sha256, wor
      max_tool_calls, max_retries_per_transition, max_wall_seconds, max_suspended_seconds, \
      max_tokens, max_cost_milli, max_recursion_depth, max_parallelism, state, \
      terminal_category, version, generation, interrupt_pending, progress::text AS progress, \
-     lease_holder, lease_expires_at, created_at, updated_at, timeout_seconds, deadline_at";
+     lease_holder, lease_expires_at, created_at, updated_at, timeout_seconds, deadline_at, \
+     parent_run_id, root_run_id, depth";
 
 pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
     let mut budgets = [0; 9];
@@ -92,6 +104,9 @@ pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
         updated_at: r.try_get("updated_at")?,
         timeout_seconds: r.try_get("timeout_seconds")?,
         deadline_at: r.try_get("deadline_at")?,
+        parent_run_id: r.try_get("parent_run_id")?,
+        root_run_id: r.try_get("root_run_id")?,
+        depth: r.try_get("depth")?,
     })
 }
 
@@ -113,6 +128,8 @@ pub struct NewRun<'a> {
     pub state: &'a str,
     /// The caller's timeout in seconds (its deadline is the creation plus it).
     pub timeout_seconds: Option<i32>,
+    /// For a descendant run: its parent, its root and its depth.
+    pub tree: Option<(Uuid, Uuid, i32)>,
 }
 
 /// What recording a start did.
@@ -156,17 +173,64 @@ pub async fn start(
     checkpoint: &Checkpoint,
 ) -> Result<Started, sqlx::Error> {
     let mut tx = pool.begin().await?;
+    match start_in(&mut tx, n, checkpoint).await? {
+        Some(created) => {
+            tx.commit().await?;
+            Ok(Started::New(created))
+        }
+        None => {
+            tx.rollback().await?;
+            Ok(Started::Seen(seen(pool, n.owner, n.request_id).await?))
+        }
+    }
+}
+
+/// The run `owner`'s `request_id` started.
+pub async fn seen(pool: &PgPool, owner: &str, request_id: &str) -> Result<RunRow, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
+    ))
+    .bind(owner)
+    .bind(request_id)
+    .fetch_one(pool)
+    .await?;
+    run(&row)
+}
+
+/// The run `owner`'s `request_id` started, if any.
+pub async fn find(
+    pool: &PgPool,
+    owner: &str,
+    request_id: &str,
+) -> Result<Option<RunRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
+    ))
+    .bind(owner)
+    .bind(request_id)
+    .fetch_optional(pool)
+    .await?;
+    row.as_ref().map(run).transpose()
+}
+
+/// Record `n` in `tx` (with its creation transition and first checkpoint); `None` when its
+/// owner's request id is taken (nothing written; roll back and read it with [`seen`]).
+pub async fn start_in(
+    tx: &mut Transaction<'_, Postgres>,
+    n: &NewRun<'_>,
+    checkpoint: &Checkpoint,
+) -> Result<Option<RunRow>, sqlx::Error> {
     sqlx::query("SELECT pg_current_xact_id()::text")
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     let sql = format!(
         "INSERT INTO runner.runs (id, owner, request_id, request_sha256, workflow, \
          workflow_sha256, workflow_name, workflow_version, state_schema_version, fsm_sha256, \
          input, input_sha256, {budgets}, state, version, generation, timeout_seconds, \
-         deadline_at) \
+         deadline_at, parent_run_id, root_run_id, depth) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
                  $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1, 1, $23, \
-                 now() + make_interval(secs => $23::double precision)) \
+                 now() + make_interval(secs => $23::double precision), $24, $25, $26) \
          ON CONFLICT (owner, request_id) DO NOTHING RETURNING {RUN}",
         budgets = BUDGETS.join(", ")
     );
@@ -189,22 +253,17 @@ pub async fn start(
     let Some(row) = q
         .bind(n.state)
         .bind(n.timeout_seconds)
-        .fetch_optional(&mut *tx)
+        .bind(n.tree.map(|t| t.0))
+        .bind(n.tree.map(|t| t.1))
+        .bind(n.tree.map_or(0, |t| t.2))
+        .fetch_optional(&mut **tx)
         .await?
     else {
-        tx.rollback().await?;
-        let seen = sqlx::query(&format!(
-            "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
-        ))
-        .bind(n.owner)
-        .bind(n.request_id)
-        .fetch_one(pool)
-        .await?;
-        return Ok(Started::Seen(run(&seen)?));
+        return Ok(None);
     };
     let created = run(&row)?;
     append(
-        &mut tx,
+        tx,
         &created,
         &NewTransition {
             source_state: "",
@@ -214,12 +273,11 @@ pub async fn start(
         },
     )
     .await?;
-    if !save_checkpoint(&mut tx, &created, checkpoint).await? {
+    if !save_checkpoint(tx, &created, checkpoint).await? {
         // The row was inserted in this transaction: a fence cannot have moved.
         return Err(sqlx::Error::RowNotFound);
     }
-    tx.commit().await?;
-    Ok(Started::New(created))
+    Ok(Some(created))
 }
 
 /// Run `id`, if `owner` started it (any owner's when `None`).

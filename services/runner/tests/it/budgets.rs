@@ -208,6 +208,7 @@ async fn start_with_timeout(
             input: b"in".to_vec(),
             budgets,
             timeout_seconds,
+            parent_run_id: String::new(),
         })
         .await
         .map(|r| r.into_inner().run.expect("a run"))

@@ -81,6 +81,7 @@ pub fn start_req(request_id: &str, input: &str) -> pb::StartRunRequest {
         input: input.as_bytes().to_vec(),
         budgets: None,
         timeout_seconds: 0,
+        parent_run_id: String::new(),
     }
 }
 

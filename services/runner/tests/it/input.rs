@@ -22,6 +22,7 @@ async fn a_bad_start_names_every_bad_field_and_changes_nothing() {
                     ..Default::default()
                 }),
                 timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await,
         Code::InvalidArgument,

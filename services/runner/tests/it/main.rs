@@ -12,4 +12,5 @@ mod replicas;
 mod rounds;
 mod runs;
 mod steps;
+mod tree;
 mod watch;

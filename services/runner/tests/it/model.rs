@@ -107,6 +107,7 @@ impl Stack {
                 input: input.as_bytes().to_vec(),
                 budgets,
                 timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await
             .expect("start")

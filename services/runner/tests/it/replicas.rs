@@ -75,6 +75,7 @@ impl Replicas {
                 input: Vec::new(),
                 budgets: None,
                 timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await
             .expect("start")

@@ -55,6 +55,7 @@ pub async fn start_tasks_with(
             input: b"some input".to_vec(),
             budgets,
             timeout_seconds: 0,
+            parent_run_id: String::new(),
         })
         .await
         .expect("start")
@@ -463,6 +464,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
                 ..Default::default()
             }),
             timeout_seconds: 0,
+            parent_run_id: String::new(),
         })
         .await
         .expect("start")
