@@ -25,7 +25,6 @@ use crate::error::RunnerError;
 use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
-use crate::store::tree as store_tree;
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
 /// independent completion verifier (Runner II asks HelmLoop).
@@ -357,20 +356,7 @@ impl Driver {
         // totals checked against the root's budgets, and a descendant's consumption added to
         // the root in this transaction.
         let before = progress_of_row(run);
-        let mut progress = progress.clone();
-        let mut event = event;
-        if tree::delta(&before.used, &progress.used) != [0; 4] {
-            if let Some(root) = store_tree::root(&mut tx, run.root(), true).await? {
-                let budgets = Budgets(root.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
-                let used = |v: [i64; 4]| v.map(|x| u64::try_from(x).unwrap_or(0));
-                let tree_before = tree::add(used(root.own), used(root.desc));
-                let handoff = progress.handoff.clone();
-                (event, progress) = tree::gate(&budgets, tree_before, &before, event, progress);
-                if progress.handoff.is_none() {
-                    progress.handoff = handoff;
-                }
-            }
-        }
+        let (event, progress) = gate(&mut tx, run, &before, event, progress.clone()).await?;
         let Some(edge) = s.fsm.next(&run.state, event) else {
             // The rules only issue events the FSM has from the state; never commit another.
             tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
@@ -402,7 +388,7 @@ impl Driver {
         .await?;
         let charged = tree::delta(&before.used, &progress.used);
         if after.is_some() && run.root_run_id.is_some() && charged != [0; 4] {
-            store_tree::charge(
+            crate::store::tree::charge(
                 &mut tx,
                 run.root(),
                 charged.map(|x| i64::try_from(x).unwrap_or(i64::MAX)),
@@ -488,34 +474,6 @@ const DEADLINE_EVENT: &str = "deadline_passed";
 /// contract's `hard_boundary_owner`, "external budget governor"); in Runner I the runner's
 /// own check of the durable counts stands in for it.
 pub const BUDGET_GOVERNOR: &str = "runner-budget-check";
-/// The waiting states whose time counts against `max_suspended_seconds`
-/// (`WAIT_APPROVAL` joins when Runner II drives it).
-const WAITING: [&str; 2] = ["WAIT_CAPABILITY", "WAIT_APPROVAL"];
-
-/// Milliseconds from `from` (a committed timestamp: the database's clock) to `to` (this
-/// host's now); 0 when `to` is earlier.
-fn ms_between(from: time::OffsetDateTime, to: time::OffsetDateTime) -> u64 {
-    u64::try_from((to - from).whole_milliseconds()).unwrap_or(0)
-}
-
-/// Milliseconds until the run's deadline, wall budget or suspended budget (whichever is
-/// first) from `now`.
-fn time_left_ms(
-    run: &RunRow,
-    budgets: &Budgets,
-    clocks: progress::Clocks,
-    now: time::OffsetDateTime,
-) -> u64 {
-    let wall = budgets.0[3]
-        .saturating_mul(1000)
-        .saturating_sub(clocks.elapsed_ms);
-    let suspended = budgets.0[4]
-        .saturating_mul(1000)
-        .saturating_sub(clocks.suspended_ms);
-    let deadline = run.deadline_at.map_or(u64::MAX, |d| ms_between(now, d));
-    wall.min(suspended).min(deadline)
-}
-
 /// What a step's call came to.
 enum Called {
     Done(Outcome),
@@ -532,17 +490,5 @@ enum Then {
     Backoff(u64),
 }
 
-/// A fresh jitter seed (recorded on the run at its first retry).
-fn fresh_seed() -> u64 {
-    let bits = Uuid::new_v4().as_u128();
-    (bits >> 64) as u64 ^ bits as u64
-}
-
-/// A task aborted when dropped (the heartbeat of a run no longer driven).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+mod clocks;
+use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, ms_between, time_left_ms};

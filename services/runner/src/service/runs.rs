@@ -18,6 +18,7 @@ use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::store::runs::{self, NewRun, NewTransition, Started};
 pub use crate::store::runs::{RunRow, TransitionRow};
+use crate::store::starts;
 use crate::store::tree as store_tree;
 
 /// A start request, decoded and valid.
@@ -77,7 +78,7 @@ impl Service {
                     cmd.budgets,
                     None,
                 );
-                runs::start(&self.pool, &n, &first).await?
+                starts::start(&self.pool, &n, &first).await?
             }
             Some(parent) => {
                 self.start_child(
@@ -113,7 +114,7 @@ impl Service {
         input_sha256: &str,
     ) -> Result<Started, RunnerError> {
         // A replay answers the run it started, whatever its tree looks like now.
-        if let Some(seen) = runs::find(&self.pool, owner, &cmd.request_id).await? {
+        if let Some(seen) = starts::find(&self.pool, owner, &cmd.request_id).await? {
             return Ok(Started::Seen(seen));
         }
         let mut tx = self.pool.begin().await?;
@@ -165,7 +166,7 @@ impl Service {
             budgets,
             Some(tree_of),
         );
-        match runs::start_in(&mut tx, &n, &first).await? {
+        match starts::start_in(&mut tx, &n, &first).await? {
             Some(created) => {
                 tx.commit().await?;
                 Ok(Started::New(created))
@@ -173,7 +174,7 @@ impl Service {
             None => {
                 tx.rollback().await?;
                 Ok(Started::Seen(
-                    runs::seen(&self.pool, owner, &cmd.request_id).await?,
+                    starts::seen(&self.pool, owner, &cmd.request_id).await?,
                 ))
             }
         }

@@ -54,7 +54,7 @@ impl RunRow {
     }
 }
 
-const BUDGETS: [&str; 9] = [
+pub(super) const BUDGETS: [&str; 9] = [
     "max_steps",
     "max_tool_calls",
     "max_retries_per_transition",
@@ -163,121 +163,6 @@ pub struct NewTransition<'a> {
     pub target_state: &'a str,
     pub trigger: &'a str,
     pub actor: &'a str,
-}
-
-/// Record `n` (one transaction, with its creation transition and its first checkpoint), or
-/// find the run its owner's request id started already.
-pub async fn start(
-    pool: &PgPool,
-    n: &NewRun<'_>,
-    checkpoint: &Checkpoint,
-) -> Result<Started, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    match start_in(&mut tx, n, checkpoint).await? {
-        Some(created) => {
-            tx.commit().await?;
-            Ok(Started::New(created))
-        }
-        None => {
-            tx.rollback().await?;
-            Ok(Started::Seen(seen(pool, n.owner, n.request_id).await?))
-        }
-    }
-}
-
-/// The run `owner`'s `request_id` started.
-pub async fn seen(pool: &PgPool, owner: &str, request_id: &str) -> Result<RunRow, sqlx::Error> {
-    let row = sqlx::query(&format!(
-        "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
-    ))
-    .bind(owner)
-    .bind(request_id)
-    .fetch_one(pool)
-    .await?;
-    run(&row)
-}
-
-/// The run `owner`'s `request_id` started, if any.
-pub async fn find(
-    pool: &PgPool,
-    owner: &str,
-    request_id: &str,
-) -> Result<Option<RunRow>, sqlx::Error> {
-    let row = sqlx::query(&format!(
-        "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
-    ))
-    .bind(owner)
-    .bind(request_id)
-    .fetch_optional(pool)
-    .await?;
-    row.as_ref().map(run).transpose()
-}
-
-/// Record `n` in `tx` (with its creation transition and first checkpoint); `None` when its
-/// owner's request id is taken (nothing written; roll back and read it with [`seen`]).
-pub async fn start_in(
-    tx: &mut Transaction<'_, Postgres>,
-    n: &NewRun<'_>,
-    checkpoint: &Checkpoint,
-) -> Result<Option<RunRow>, sqlx::Error> {
-    sqlx::query("SELECT pg_current_xact_id()::text")
-        .execute(&mut **tx)
-        .await?;
-    let sql = format!(
-        "INSERT INTO runner.runs (id, owner, request_id, request_sha256, workflow, \
-         workflow_sha256, workflow_name, workflow_version, state_schema_version, fsm_sha256, \
-         input, input_sha256, {budgets}, state, version, generation, timeout_seconds, \
-         deadline_at, parent_run_id, root_run_id, depth) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1, 1, $23, \
-                 now() + make_interval(secs => $23::double precision), $24, $25, $26) \
-         ON CONFLICT (owner, request_id) DO NOTHING RETURNING {RUN}",
-        budgets = BUDGETS.join(", ")
-    );
-    let mut q = sqlx::query(&sql)
-        .bind(n.id)
-        .bind(n.owner)
-        .bind(n.request_id)
-        .bind(n.request_sha256)
-        .bind(n.workflow)
-        .bind(n.workflow_sha256)
-        .bind(n.workflow_name)
-        .bind(n.workflow_version)
-        .bind(n.state_schema_version)
-        .bind(n.fsm_sha256)
-        .bind(n.input)
-        .bind(n.input_sha256);
-    for b in n.budgets {
-        q = q.bind(b);
-    }
-    let Some(row) = q
-        .bind(n.state)
-        .bind(n.timeout_seconds)
-        .bind(n.tree.map(|t| t.0))
-        .bind(n.tree.map(|t| t.1))
-        .bind(n.tree.map_or(0, |t| t.2))
-        .fetch_optional(&mut **tx)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let created = run(&row)?;
-    append(
-        tx,
-        &created,
-        &NewTransition {
-            source_state: "",
-            target_state: n.state,
-            trigger: "created",
-            actor: n.owner,
-        },
-    )
-    .await?;
-    if !save_checkpoint(tx, &created, checkpoint).await? {
-        // The row was inserted in this transaction: a fence cannot have moved.
-        return Err(sqlx::Error::RowNotFound);
-    }
-    Ok(Some(created))
 }
 
 /// Run `id`, if `owner` started it (any owner's when `None`).
@@ -389,7 +274,7 @@ pub async fn commit_with(
 
 /// Write `c` as the checkpoint of `run`'s version, only while the run row is still at that
 /// version, generation and state (the fence); `false` when it is not (nothing written).
-async fn save_checkpoint(
+pub(super) async fn save_checkpoint(
     tx: &mut Transaction<'_, Postgres>,
     run: &RunRow,
     c: &Checkpoint,
@@ -468,7 +353,7 @@ pub async fn interrupt(
     row.as_ref().map(run).transpose()
 }
 
-async fn append(
+pub(super) async fn append(
     tx: &mut Transaction<'_, Postgres>,
     after: &RunRow,
     t: &NewTransition<'_>,
