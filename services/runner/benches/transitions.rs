@@ -4,7 +4,8 @@
 //! one database, against a bare `INSERT … RETURNING` of a row of the same size (a transition's
 //! columns plus a checkpoint body) in the same run.
 //!
-//! Runs of 64 `task` steps (a no-op: 196 transitions a run) are started by the office's own
+//! Runs of 24 `task` steps (the contract's `max_tool_calls`: a task step is one tool call; a
+//! no-op: 74 transitions a run) are started by the office's own
 //! start and driven by `Driver` in-process; the baseline inserts rows one autocommit statement
 //! at a time, from the same number of callers. CPU is this process plus the PostgreSQL cluster
 //! (`lychd_testkit::bench::Cpu`).
@@ -32,9 +33,9 @@ use sqlx::postgres::PgPoolOptions;
 const RUNS: usize = 12;
 
 fn workflow() -> Vec<u8> {
-    let steps: Vec<String> = (0..64)
+    let steps: Vec<String> = (0..24)
         .map(|i| {
-            let closes = if i == 63 { r#","closes":["done"]"# } else { "" };
+            let closes = if i == 23 { r#","closes":["done"]"# } else { "" };
             format!(r#"{{"id":"s{i}","kind":"task"{closes}}}"#)
         })
         .collect();
@@ -53,6 +54,7 @@ fn settings() -> Settings {
         poll_ms: 10,
         concurrency: 1,
         task_step_ms: 0,
+        price_milli_per_1k_tokens: Default::default(),
     }
 }
 
@@ -97,6 +99,8 @@ async fn start(service: &Service, prefix: &str, n: usize) {
                     workflow: w.clone(),
                     input: Vec::new(),
                     budgets: Budgets::contract(),
+                    timeout_seconds: None,
+                    parent: None,
                 },
             )
             .await
@@ -118,7 +122,7 @@ async fn main() {
     start(&service, "size", 1).await;
     drive(&service, 1).await;
     let body_len: i32 = sqlx::query_scalar(
-        "SELECT length(body)::int FROM runner.run_checkpoints ORDER BY version DESC LIMIT 1 OFFSET 100",
+        "SELECT length(body)::int FROM runner.run_checkpoints ORDER BY version DESC LIMIT 1 OFFSET 38",
     )
     .fetch_one(&pool)
     .await
@@ -141,11 +145,11 @@ async fn main() {
         .execute(&mut admin)
         .await
         .expect("reset");
-    println!("checkpoint body: {body_len} bytes; runs of 64 task steps, {RUNS} per replica");
+    println!("checkpoint body: {body_len} bytes; runs of 24 task steps, {RUNS} per replica");
 
     for replicas in [1usize, 2] {
         // Baseline: the same number of callers inserting same-sized rows, one per statement.
-        let rows = RUNS * 196 / 2;
+        let rows = RUNS * 74 / 2;
         let body = vec![b'x'; usize::try_from(body_len).expect("size")];
         let cpu = Cpu::now();
         let t = Instant::now();

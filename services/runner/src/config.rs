@@ -2,8 +2,23 @@
 //! drives runs, its lease and polling, how long a `task` step's no-op takes). Validated once at
 //! start; every error names the file and the field, and refuses start-up (exit 2).
 
+use std::collections::BTreeMap;
+
 use lychd_runtime::config::{ConfigError, OfficeConfig};
 use serde::Deserialize;
+
+/// The capability families a price may be set for (the Dispatcher's v1 families).
+const FAMILIES: [&str; 7] = [
+    "chat",
+    "vision",
+    "embedding",
+    "stt",
+    "tts",
+    "tool_execution",
+    "rerank",
+];
+/// The most a price per 1 000 tokens may be, in thousandths of the contract's cost unit.
+pub const MAX_PRICE_MILLI_PER_1K: u64 = 20_000;
 
 /// `[office]` as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -26,6 +41,11 @@ pub struct RunnerSection {
     /// steps do nothing but record their result digest; this stands for their work.
     #[serde(default)]
     pub task_step_ms: u64,
+    /// The cost of a model step: thousandths of the contract's cost unit per 1 000 tokens, per
+    /// capability family (`[office.price_milli_per_1k_tokens] chat = 5`); a family not named
+    /// costs 0 (free). Integers only (0..=20000); a step's cost is rounded up.
+    #[serde(default)]
+    pub price_milli_per_1k_tokens: BTreeMap<String, u64>,
 }
 
 fn d_drive() -> bool {
@@ -49,6 +69,18 @@ pub struct Settings {
     pub poll_ms: u64,
     pub concurrency: usize,
     pub task_step_ms: u64,
+    /// Price per 1 000 tokens per family (thousandths of the contract's cost unit).
+    pub price_milli_per_1k_tokens: BTreeMap<String, u64>,
+}
+
+impl Settings {
+    /// The price per 1 000 tokens of a model step of `family` (0: free).
+    pub fn price(&self, family: &str) -> u64 {
+        self.price_milli_per_1k_tokens
+            .get(family)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
@@ -66,11 +98,26 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
     if s.task_step_ms > 60_000 {
         return Err(bad("task_step_ms", "must be at most 60000"));
     }
+    for (family, price) in &s.price_milli_per_1k_tokens {
+        if !FAMILIES.contains(&family.as_str()) {
+            return Err(bad(
+                "price_milli_per_1k_tokens",
+                "names a family that is not a capability family",
+            ));
+        }
+        if *price > MAX_PRICE_MILLI_PER_1K {
+            return Err(bad(
+                "price_milli_per_1k_tokens",
+                "a price must be at most 20000 per 1000 tokens",
+            ));
+        }
+    }
     Ok(Settings {
         drive: s.drive,
         lease_ttl_ms: s.lease_ttl_ms,
         poll_ms: s.poll_ms,
         concurrency: s.concurrency,
         task_step_ms: s.task_step_ms,
+        price_milli_per_1k_tokens: s.price_milli_per_1k_tokens,
     })
 }

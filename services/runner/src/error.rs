@@ -21,6 +21,20 @@ lychd_runtime::refusal::refusals! {
         INPUT_TOO_LARGE = InvalidArgument;
         /// a budget (`budgets.<name>`) is above loop-contract v1's maximum for it
         BUDGET_ABOVE_CONTRACT = InvalidArgument;
+        /// `timeout_seconds` is negative or above the run's `max_wall_seconds`
+        TIMEOUT_INVALID = InvalidArgument;
+        /// `parent_run_id` names no run the caller started (it never existed, or another principal started it); nothing changed
+        PARENT_RUN_NOT_FOUND = NotFound => ParentNotFound;
+        /// the parent run has ended; a descendant run needs a live parent; nothing changed
+        PARENT_FINISHED = FailedPrecondition => ParentFinished;
+        /// the descendant run would be deeper than its root's `max_recursion_depth`; nothing changed
+        RECURSION_TOO_DEEP = FailedPrecondition => RecursionTooDeep;
+        /// the parent already has `max_parallelism` descendant runs that have not ended; nothing changed
+        PARALLELISM_REACHED = FailedPrecondition => ParallelismReached;
+        /// the root of the tree has nothing left of a budget a descendant run needs (steps, tool calls, tokens, cost, wall seconds); nothing changed
+        ROOT_BUDGET_SPENT = FailedPrecondition => RootBudgetSpent;
+        /// `timeout_seconds` is beyond the wall seconds the root of the tree has left; nothing changed
+        TIMEOUT_BEYOND_ROOT = FailedPrecondition => TimeoutBeyondRoot;
         /// `run_id` is not a UUID
         RUN_ID_MALFORMED = InvalidArgument;
         /// no run with this id that the caller may see (it never existed, or another principal started it)

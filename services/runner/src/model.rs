@@ -58,11 +58,13 @@ pub enum Leased {
     Failed(Failure),
 }
 
-/// A model step's answer: its digest and the tokens it used.
+/// A model step's answer: its digest, the tokens it used, and whether its content is empty
+/// (whitespace only): an empty answer is no `model_answer` evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub digest: String,
     pub tokens: u64,
+    pub empty: bool,
 }
 
 /// The Dispatcher peer (absent when not configured: every model step then fails permanently).
@@ -202,12 +204,24 @@ impl Models {
     }
 
     /// Call the runtime `held` names: one chat completion of `input` (data, sent as the user
-    /// message) for step `step`.
-    pub async fn chat(&self, held: &Held, step: &str, input: &[u8]) -> Result<Answer, Failure> {
+    /// message) for step `step` in verification round `round` (a repair round says so in the
+    /// system message: `lychd runner step <step> (repair round <n>)`).
+    pub async fn chat(
+        &self,
+        held: &Held,
+        step: &str,
+        round: usize,
+        input: &[u8],
+    ) -> Result<Answer, Failure> {
+        let system = if round > 1 {
+            format!("lychd runner step {step} (repair round {round})")
+        } else {
+            format!("lychd runner step {step}")
+        };
         let body = serde_json::json!({
             "model": held.model,
             "messages": [
-                {"role": "system", "content": format!("lychd runner step {step}")},
+                {"role": "system", "content": system},
                 {"role": "user", "content": String::from_utf8_lossy(input)},
             ],
         })
@@ -232,6 +246,7 @@ impl Models {
         Ok(Answer {
             digest: sha256(content.as_bytes()),
             tokens,
+            empty: content.trim().is_empty(),
         })
     }
 }

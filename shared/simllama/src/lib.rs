@@ -399,9 +399,41 @@ async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
     json(200, chat_answer(model, &texts).to_string())
 }
 
+/// A message holding this marker makes the answer empty (content `""`, no completion token).
+pub const EMPTY_MARKER: &str = "[simllama:empty]";
+/// A message holding `[simllama:empty-unless:TEXT]` makes the answer empty unless another
+/// message holds `TEXT` (e.g. the runner's `(repair round 2)`): a step that answers only on a
+/// later round.
+pub const EMPTY_UNLESS_PREFIX: &str = "[simllama:empty-unless:";
+/// A message holding `[simllama:empty-if:TEXT]` makes the answer empty when another message
+/// is exactly `TEXT` (e.g. the runner's first-round `lychd runner step beta`): one step of
+/// several answers empty, in one round.
+pub const EMPTY_IF_PREFIX: &str = "[simllama:empty-if:";
+
+/// The `TEXT` of every `[<prefix>TEXT]` marker in `t`.
+fn markers<'a>(t: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    t.match_indices(prefix).filter_map(move |(at, _)| {
+        let rest = &t[at + prefix.len()..];
+        rest.find(']').map(|end| &rest[..end])
+    })
+}
+
+/// Whether a request of `texts` gets an empty answer (see [`EMPTY_MARKER`],
+/// [`EMPTY_UNLESS_PREFIX`] and [`EMPTY_IF_PREFIX`]).
+pub fn answers_empty(texts: &[&str]) -> bool {
+    let others = |i: usize| texts.iter().enumerate().filter(move |(j, _)| *j != i);
+    texts.iter().enumerate().any(|(i, t)| {
+        t.contains(EMPTY_MARKER)
+            || markers(t, EMPTY_UNLESS_PREFIX)
+                .any(|wanted| !others(i).any(|(_, o)| o.contains(wanted)))
+            || markers(t, EMPTY_IF_PREFIX).any(|exact| others(i).any(|(_, o)| *o == exact))
+    })
+}
+
 /// The deterministic answer of a chat completion of `model` over messages with `texts`: the
 /// same request always gets the same content and `usage` (prompt tokens: one per 4 bytes of
-/// the messages, at least one each; completion tokens: one per word of the answer).
+/// the messages, at least one each; completion tokens: one per word of the answer). A request
+/// [`answers_empty`] gets the content `""`.
 pub fn chat_answer(model: &str, texts: &[&str]) -> serde_json::Value {
     // FNV-1a over the model and every message: a stable fingerprint of the request.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -412,7 +444,11 @@ pub fn chat_answer(model: &str, texts: &[&str]) -> serde_json::Value {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    let content = format!("simulated answer {h:016x} from {model}");
+    let content = if answers_empty(texts) {
+        String::new()
+    } else {
+        format!("simulated answer {h:016x} from {model}")
+    };
     let prompt: u64 = texts
         .iter()
         .map(|t| (t.len() as u64).div_ceil(4).max(1))

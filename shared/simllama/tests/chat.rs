@@ -60,3 +60,34 @@ async fn another_model_a_runtime_not_ready_or_a_bad_body_is_refused_and_not_coun
     assert_eq!(status, 503);
     assert_eq!(sim.chats(), 0);
 }
+
+#[tokio::test]
+async fn a_marker_makes_the_answer_empty_deterministically() {
+    let sim = SimLlama::serving("m").await;
+    let empty = r#"{"model":"m","messages":[{"role":"user","content":"x [simllama:empty] y"}]}"#;
+    let (status, a) = post(&sim, "/v1/chat/completions", empty).await;
+    assert_eq!(status, 200);
+    assert_eq!(a["choices"][0]["message"]["content"], "");
+    assert_eq!(a["usage"]["completion_tokens"], 0);
+    assert_eq!(a, post(&sim, "/v1/chat/completions", empty).await.1);
+    // Empty unless another message holds the text.
+    let unless = |system: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"system","content":"{system}"}},{{"role":"user","content":"[simllama:empty-unless:round 2]"}}]}}"#
+        )
+    };
+    let (_, first) = post(&sim, "/v1/chat/completions", &unless("step a")).await;
+    assert_eq!(first["choices"][0]["message"]["content"], "");
+    let (_, later) = post(&sim, "/v1/chat/completions", &unless("step a round 2")).await;
+    assert_ne!(later["choices"][0]["message"]["content"], "");
+    assert_eq!(
+        later,
+        chat_answer("m", &["step a round 2", "[simllama:empty-unless:round 2]"])
+    );
+    // Empty when another message is exactly the text.
+    let marker = "[simllama:empty-if:step b]";
+    let empty = |a: serde_json::Value| a["choices"][0]["message"]["content"] == "";
+    assert!(empty(chat_answer("m", &["step b", marker])));
+    assert!(!empty(chat_answer("m", &["step b (round 2)", marker])));
+    assert!(!empty(chat_answer("m", &["step a", marker])));
+}

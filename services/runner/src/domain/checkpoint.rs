@@ -90,16 +90,24 @@ impl Snapshot<'_> {
                 "attempt_generation": p.attempt_generation,
                 "jitter_seed": p.jitter_seed,
             },
-            "budgets_used": {"steps": p.used.steps, "tokens": p.used.tokens},
+            "budgets_used": {
+                "steps": p.used.steps,
+                "tokens": p.used.tokens,
+                "tool_calls": p.used.tool_calls,
+                "cost_milli": p.used.cost_milli,
+                "suspended_ms": p.used.suspended_ms,
+            },
             "handoff": p.handoff,
             "approvals": [],
             "f_state": {},
             "l_supports": [],
-            "r_frontier": {"cursor": p.cursor},
+            "r_frontier": {"cursor": p.cursor, "plan": p.plan},
             "results": p.results.iter().map(|r| json!({
-                "step": r.step, "digest": r.digest, "tokens": r.tokens,
+                "step": r.step, "digest": r.digest, "tokens": r.tokens, "evidence": r.evidence,
             })).collect::<Vec<_>>(),
-            "evaluator_state": {},
+            // The no-progress evaluator: every verification round that ended with an
+            // obligation open (fingerprint, gain, obligations closed).
+            "evaluator_state": {"rounds": p.rounds},
             "versions": {
                 "workflow_name": e.workflow_name,
                 "workflow_version": e.workflow_version,
@@ -117,7 +125,19 @@ impl Snapshot<'_> {
     }
 }
 
-/// The progress a checkpoint body records (`None` when the body is not one of ours).
+/// A count that may be absent (0), else must be one.
+fn count(v: Option<&Value>) -> Option<u64> {
+    v.map_or(Some(0), Value::as_u64)
+}
+
+/// A list that may be absent (empty), else must parse.
+fn listed<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<Vec<T>> {
+    v.map_or(Some(Vec::new()), |v| serde_json::from_value(v.clone()).ok())
+}
+
+/// The progress a checkpoint body records (`None` when the body is not one of ours). Fields
+/// added by issue 27's budgets and rounds read as their zero when absent, so a run
+/// checkpointed before them resumes.
 pub fn progress_of(body: &[u8]) -> Option<Progress> {
     let v: Value = serde_json::from_slice(body).ok()?;
     let n = |v: &Value| v.as_u64();
@@ -130,6 +150,11 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
                 step: r.get("step")?.as_str()?.to_owned(),
                 digest: r.get("digest")?.as_str()?.to_owned(),
                 tokens: n(r.get("tokens")?)?,
+                // Absent in a checkpoint written before evidence was recorded: none.
+                evidence: match r.get("evidence") {
+                    None => Vec::new(),
+                    Some(e) => serde_json::from_value(e.clone()).ok()?,
+                },
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -143,7 +168,13 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
         used: Used {
             steps: n(used.get("steps")?)?,
             tokens: n(used.get("tokens")?)?,
+            // Absent in a checkpoint written before these budgets were consumed: 0.
+            tool_calls: count(used.get("tool_calls"))?,
+            cost_milli: count(used.get("cost_milli"))?,
+            suspended_ms: count(used.get("suspended_ms"))?,
         },
+        plan: listed(v.get("r_frontier")?.get("plan"))?,
+        rounds: listed(v.get("evaluator_state")?.get("rounds"))?,
         jitter_seed: match retries.get("jitter_seed") {
             None | Some(Value::Null) => None,
             Some(s) => Some(s.as_u64()?),
@@ -167,9 +198,14 @@ mod tests {
         used: Used {
             steps: 0,
             tokens: 0,
+            tool_calls: 0,
+            cost_milli: 0,
+            suspended_ms: 0,
         },
         handoff: None,
         jitter_seed: None,
+        plan: Vec::new(),
+        rounds: Vec::new(),
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {
@@ -220,6 +256,19 @@ mod tests {
         assert_eq!(snapshot("PLAN").checkpoint(), c, "deterministic");
         assert_ne!(snapshot("ACT").checkpoint().checksum, c.checksum);
         assert_eq!(progress_of(&c.body), Some(Progress::default()));
+        // A body written before the budgets and rounds of issue 27 reads as their zeros.
+        let mut old = v.clone();
+        for (at, key) in [
+            ("budgets_used", "tool_calls"),
+            ("budgets_used", "cost_milli"),
+            ("budgets_used", "suspended_ms"),
+            ("r_frontier", "plan"),
+            ("evaluator_state", "rounds"),
+        ] {
+            old[at].as_object_mut().expect("object").remove(key);
+        }
+        let old = serde_json::to_vec(&old).expect("json");
+        assert_eq!(progress_of(&old), Some(Progress::default()));
         let mut corrupt = c.body.clone();
         corrupt[10] ^= 1;
         assert!(!verifies(&corrupt, &c.checksum));

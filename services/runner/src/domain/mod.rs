@@ -8,4 +8,5 @@ pub mod checkpoint;
 pub mod fsm;
 pub mod progress;
 pub mod run;
+pub mod tree;
 pub mod workflow;

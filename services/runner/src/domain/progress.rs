@@ -21,13 +21,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::budgets::Budgets;
-use super::workflow::{StepKind, Workflow};
+use super::workflow::{MODEL_ANSWER, StepKind, TASK_RESULT, Workflow};
 
-/// Index of `max_steps`, `max_retries_per_transition` and `max_tokens` in [`Budgets`].
+/// Index of each budget in [`Budgets`] (the order of the contract's `budgets`).
 const STEPS: usize = 0;
+const TOOL_CALLS: usize = 1;
 const RETRIES: usize = 2;
 const WALL: usize = 3;
+const SUSPENDED: usize = 4;
 const TOKENS: usize = 5;
+const COST: usize = 6;
 
 /// The contract's soft boundary (`budgets.soft_boundary`): at this percentage of a budget a
 /// checkpoint and a typed residual-work handoff are persisted.
@@ -57,6 +60,9 @@ pub struct StepResult {
     /// sha256 (hex) of the step's result.
     pub digest: String,
     pub tokens: u64,
+    /// The evidence kinds the result provides (`model_answer`, `task_result`).
+    #[serde(default)]
+    pub evidence: Vec<String>,
 }
 
 /// What a run has consumed.
@@ -65,6 +71,15 @@ pub struct Used {
     /// Steps entered (every `plan_step`).
     pub steps: u64,
     pub tokens: u64,
+    /// Tool calls: every `task` step entered is one.
+    #[serde(default)]
+    pub tool_calls: u64,
+    /// Cost of the model steps, in thousandths of the contract's unit.
+    #[serde(default)]
+    pub cost_milli: u64,
+    /// Milliseconds spent in waiting states, closed waits only (from committed timestamps).
+    #[serde(default)]
+    pub suspended_ms: u64,
 }
 
 /// A run's progress.
@@ -91,6 +106,13 @@ pub struct Progress {
     /// waits as the run waited).
     #[serde(default)]
     pub jitter_seed: Option<u64>,
+    /// The steps (workflow indices) planned for the current round; empty: every step (the
+    /// first round). A repair round plans only the steps that can close an open obligation.
+    #[serde(default)]
+    pub plan: Vec<usize>,
+    /// Every verification round that ended with an obligation open, in order.
+    #[serde(default)]
+    pub rounds: Vec<Round>,
 }
 
 impl Progress {
@@ -104,23 +126,73 @@ impl Progress {
         serde_json::to_value(self).unwrap_or_default()
     }
 
-    /// Whether every obligation of `w` is closed by a recorded step result (Runner I: a
-    /// step's result is the evidence of the obligations it names in `closes`).
-    pub fn obligations_closed(&self, w: &Workflow) -> bool {
-        w.obligations.iter().all(|o| {
+    /// The results that close obligation `o` of `w`: of a step naming it in `closes`, each
+    /// providing every evidence it requires.
+    pub(crate) fn supports<'a>(
+        &'a self,
+        w: &'a Workflow,
+        o: &'a str,
+    ) -> impl Iterator<Item = &'a StepResult> {
+        let required = w
+            .obligations
+            .iter()
+            .find(|x| x.id == o)
+            .map(|x| x.evidence.as_slice())
+            .unwrap_or_default();
+        self.results.iter().filter(move |r| {
             w.steps
                 .iter()
-                .any(|s| s.closes.contains(&o.id) && self.results.iter().any(|r| r.step == s.id))
+                .any(|s| s.id == r.step && s.closes.iter().any(|c| c == o))
+                && required.iter().all(|e| r.evidence.contains(e))
         })
     }
 
-    /// The ids of the steps not yet done (the R frontier).
-    pub fn frontier<'a>(&self, w: &'a Workflow) -> Vec<&'a str> {
-        w.steps
+    /// Whether obligation `o` is closed.
+    pub fn closed(&self, w: &Workflow, o: &str) -> bool {
+        self.supports(w, o).next().is_some()
+    }
+
+    /// The ids of the closed obligations, in the workflow's order.
+    pub fn closed_obligations(&self, w: &Workflow) -> Vec<String> {
+        w.obligations
             .iter()
-            .skip(self.cursor)
-            .map(|s| s.id.as_str())
+            .filter(|o| self.closed(w, &o.id))
+            .map(|o| o.id.clone())
             .collect()
+    }
+
+    /// Whether every obligation of `w` is closed (a step naming it in `closes` recorded a
+    /// result that provides every evidence it requires).
+    pub fn obligations_closed(&self, w: &Workflow) -> bool {
+        w.obligations.iter().all(|o| self.closed(w, &o.id))
+    }
+
+    /// The workflow indices of the current round's steps.
+    pub fn planned(&self, w: &Workflow) -> Vec<usize> {
+        if self.plan.is_empty() {
+            (0..w.steps.len()).collect()
+        } else {
+            self.plan.clone()
+        }
+    }
+
+    /// The workflow index of the step at the cursor, if the round has one left.
+    pub fn step_index(&self, w: &Workflow) -> Option<usize> {
+        self.planned(w).get(self.cursor).copied()
+    }
+
+    /// The ids of the round's steps not yet done (the R frontier).
+    pub fn frontier<'a>(&self, w: &'a Workflow) -> Vec<&'a str> {
+        self.planned(w)
+            .into_iter()
+            .skip(self.cursor)
+            .filter_map(|i| w.steps.get(i).map(|s| s.id.as_str()))
+            .collect()
+    }
+
+    /// The round in progress (1: the first pass through the workflow).
+    pub fn round(&self) -> usize {
+        self.rounds.len() + 1
     }
 }
 
@@ -149,24 +221,31 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
     };
     match state {
         "CREATED" => commit("start", p.clone()),
-        "PLAN" | "INGEST" if p.cursor < w.steps.len() => {
-            if state == "INGEST" {
-                return commit("ingested", p.clone());
+        "PLAN" | "INGEST" => match p.step_index(w) {
+            Some(_) if state == "INGEST" => commit("ingested", p.clone()),
+            Some(index) => {
+                let task = matches!(w.steps[index].kind, StepKind::Task);
+                if p.used.steps >= budgets.0[STEPS]
+                    || (task && p.used.tool_calls >= budgets.0[TOOL_CALLS])
+                {
+                    return commit("budget_exhausted", p.clone());
+                }
+                let mut q = p.clone();
+                q.attempt = 1;
+                q.attempt_generation = generation;
+                q.used.steps += 1;
+                if task {
+                    q.used.tool_calls += 1;
+                }
+                commit("plan_step", q)
             }
-            if p.used.steps >= budgets.0[STEPS] {
-                return commit("budget_exhausted", p.clone());
-            }
-            let mut q = p.clone();
-            q.attempt = 1;
-            q.attempt_generation = generation;
-            q.used.steps += 1;
-            commit("plan_step", q)
-        }
-        "PLAN" | "INGEST" if p.obligations_closed(w) => commit("ready_to_verify", p.clone()),
-        // Every step ran and an obligation is open: cannot happen for a valid workflow (each
-        // obligation is closable by some step, and every step runs); nothing to drive.
-        "PLAN" | "INGEST" => Next::Idle,
-        "ACT" if p.attempt_generation == generation => Next::Call { index: p.cursor },
+            // The round's steps are done: the verifier decides (obligations may be open).
+            None => commit("ready_to_verify", p.clone()),
+        },
+        "ACT" if p.attempt_generation == generation => match p.step_index(w) {
+            Some(index) => Next::Call { index },
+            None => Next::Idle,
+        },
         "ACT" => {
             // The attempt in flight was entered under an older generation: its outcome is
             // unknown (no effect in Runner I), so it counts as a transient failure.
@@ -174,11 +253,17 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
             let (event, progress) = retry(budgets, p, generation, generation.unsigned_abs());
             commit(event, progress)
         }
-        "WAIT_CAPABILITY" => Next::Probe { index: p.cursor },
+        "WAIT_CAPABILITY" => match p.step_index(w) {
+            Some(index) => Next::Probe { index },
+            None => Next::Idle,
+        },
         // Runner I: the runner's own obligation check stands in for the independent verifier
         // (Runner II asks HelmLoop): obligations closed and no effect at all, so none unknown.
         "VERIFY" if p.obligations_closed(w) => commit("verified_pass", p.clone()),
-        "VERIFY" => commit("verified_reject", p.clone()),
+        "VERIFY" => {
+            let (event, q) = verify_open(w, p);
+            commit(event, q)
+        }
         _ => Next::Idle,
     }
 }
@@ -188,14 +273,35 @@ pub fn wall_exhausted(budgets: &Budgets, elapsed_ms: u64) -> bool {
     elapsed_ms >= budgets.0[WALL].saturating_mul(1000)
 }
 
-/// `p` with the residual-work handoff recorded when a budget (steps, tokens, wall seconds) has
-/// reached [`SOFT_PERCENT`] and none is recorded yet; `version` is the version the commit
-/// makes (its checkpoint carries the handoff).
+/// Whether the run's suspended budget is spent after `suspended_ms` in waiting states (the
+/// closed waits recorded in its progress plus the open one).
+pub fn suspended_exhausted(budgets: &Budgets, suspended_ms: u64) -> bool {
+    suspended_ms >= budgets.0[SUSPENDED].saturating_mul(1000)
+}
+
+/// `p` after a wait of `waited_ms` closed (`capability_warm`): the suspended time it adds.
+pub fn resumed(p: &Progress, waited_ms: u64, generation: i64) -> Progress {
+    let mut q = warm(p, generation);
+    q.used.suspended_ms = q.used.suspended_ms.saturating_add(waited_ms);
+    q
+}
+
+/// The clocks the soft boundary reads: milliseconds since the run's creation, and
+/// milliseconds suspended (closed waits plus an open one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clocks {
+    pub elapsed_ms: u64,
+    pub suspended_ms: u64,
+}
+
+/// `p` with the residual-work handoff recorded when a budget (steps, tool calls, tokens, cost,
+/// wall or suspended seconds) has reached [`SOFT_PERCENT`] and none is recorded yet;
+/// `version` is the version the commit makes (its checkpoint carries the handoff).
 pub fn soft_boundary(
     w: &Workflow,
     budgets: &Budgets,
     mut p: Progress,
-    elapsed_ms: u64,
+    clocks: Clocks,
     version: i64,
 ) -> Progress {
     if p.handoff.is_some() {
@@ -203,17 +309,23 @@ pub fn soft_boundary(
     }
     let reached = [
         ("max_steps", p.used.steps, budgets.0[STEPS]),
+        ("max_tool_calls", p.used.tool_calls, budgets.0[TOOL_CALLS]),
         ("max_tokens", p.used.tokens, budgets.0[TOKENS]),
-        ("max_wall_seconds", elapsed_ms / 1000, budgets.0[WALL]),
+        ("max_cost_milli", p.used.cost_milli, budgets.0[COST]),
+        (
+            "max_wall_seconds",
+            clocks.elapsed_ms / 1000,
+            budgets.0[WALL],
+        ),
+        (
+            "max_suspended_seconds",
+            clocks.suspended_ms / 1000,
+            budgets.0[SUSPENDED],
+        ),
     ]
     .into_iter()
     .find(|(_, used, limit)| used.saturating_mul(100) >= limit.saturating_mul(SOFT_PERCENT));
     if let Some((budget, used, limit)) = reached {
-        let closed = |o: &str| {
-            w.steps.iter().any(|s| {
-                s.closes.iter().any(|c| c == o) && p.results.iter().any(|r| r.step == s.id)
-            })
-        };
         p.handoff = Some(Handoff {
             schema: "lychd.runner.handoff/v1".into(),
             budget: budget.into(),
@@ -224,12 +336,19 @@ pub fn soft_boundary(
             open_obligations: w
                 .obligations
                 .iter()
-                .filter(|o| !closed(&o.id))
+                .filter(|o| !p.closed(w, &o.id))
                 .map(|o| o.id.clone())
                 .collect(),
         });
     }
     p
+}
+
+/// The cost (thousandths of the contract's unit) of `tokens` at `price_milli_per_1k`
+/// thousandths per 1 000 tokens, rounded up (a started thousand is charged in part, never
+/// free); integers only.
+pub fn cost_milli(tokens: u64, price_milli_per_1k: u64) -> u64 {
+    tokens.saturating_mul(price_milli_per_1k).div_ceil(1000)
 }
 
 /// After a transient failure of the attempt in flight: the next attempt under `generation`
@@ -278,31 +397,73 @@ pub fn warm(p: &Progress, generation: i64) -> Progress {
     q
 }
 
-/// The progress after step `index`'s result `digest` (with `tokens` used) is recorded, or the
-/// budget event when the tokens exceed the run's `max_tokens`.
+/// What a step's call produced: its result digest, the tokens and cost it used, and the
+/// evidence it provides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub digest: String,
+    pub tokens: u64,
+    pub cost_milli: u64,
+    pub evidence: Vec<String>,
+}
+
+impl Outcome {
+    /// A `task` step's outcome (its deterministic digest; a task result, no tokens).
+    pub fn task(digest: String) -> Outcome {
+        Outcome {
+            digest,
+            tokens: 0,
+            cost_milli: 0,
+            evidence: vec![TASK_RESULT.to_owned()],
+        }
+    }
+
+    /// A model step's outcome: a non-empty answer is a model answer.
+    pub fn model(digest: String, tokens: u64, cost_milli: u64, empty: bool) -> Outcome {
+        Outcome {
+            digest,
+            tokens,
+            cost_milli,
+            evidence: if empty {
+                Vec::new()
+            } else {
+                vec![MODEL_ANSWER.to_owned()]
+            },
+        }
+    }
+}
+
+/// `p` with `o`'s tokens and cost charged (and nothing else: a result not ingested).
+pub fn charged(p: &Progress, o: &Outcome) -> Progress {
+    let mut spent = p.clone();
+    spent.used.tokens = spent.used.tokens.saturating_add(o.tokens);
+    spent.used.cost_milli = spent.used.cost_milli.saturating_add(o.cost_milli);
+    spent
+}
+
+/// The progress after step `step`'s outcome is recorded, or the budget event when its tokens
+/// or cost exceed the run's `max_tokens` or `max_cost_milli`.
 pub fn after_result(
     budgets: &Budgets,
     p: &Progress,
     step: &str,
-    digest: String,
-    tokens: u64,
+    o: Outcome,
 ) -> (&'static str, Progress) {
-    let mut q = p.clone();
-    q.used.tokens += tokens;
+    let spent = charged(p, &o);
+    if spent.used.tokens > budgets.0[TOKENS] || spent.used.cost_milli > budgets.0[COST] {
+        // Spent all the same: the hard boundary ends the run (its result is not ingested).
+        return ("budget_exhausted", spent);
+    }
+    let mut q = spent;
     q.results.push(StepResult {
         step: step.to_owned(),
-        digest,
-        tokens,
+        digest: o.digest,
+        tokens: o.tokens,
+        evidence: o.evidence,
     });
     q.cursor += 1;
     q.attempt = 0;
     q.attempt_generation = 0;
-    if q.used.tokens > budgets.0[TOKENS] {
-        // The tokens were spent: the hard boundary ends the run (its result is not ingested).
-        let mut spent = p.clone();
-        spent.used.tokens += tokens;
-        return ("budget_exhausted", spent);
-    }
     ("step_result", q)
 }
 
@@ -319,6 +480,9 @@ pub fn model_of(w: &Workflow, index: usize) -> Option<(&str, Option<&str>)> {
         StepKind::Task => None,
     }
 }
+
+pub mod rounds;
+pub use rounds::{Round, fingerprint, repair_plan, verify_open};
 
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,44 @@ pub fn request_digest(workflow_sha256: &str, input_sha256: &str, budgets: &Budge
     )
 }
 
+/// The digest of a start request that also names a timeout or a parent: the plain
+/// [`request_digest`] when it names neither, so a request without them keeps its digest.
+pub fn request_digest_with(
+    plain: String,
+    timeout_seconds: Option<u32>,
+    parent: Option<&str>,
+) -> String {
+    if timeout_seconds.is_none() && parent.is_none() {
+        return plain;
+    }
+    sha256(
+        format!(
+            "{plain}\ntimeout_seconds={}\nparent={}",
+            timeout_seconds.unwrap_or(0),
+            parent.unwrap_or("")
+        )
+        .as_bytes(),
+    )
+}
+
+/// Why a requested timeout is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadTimeout {
+    Negative,
+    AboveWall,
+}
+
+/// The timeout of a request (`timeout_seconds`, 0: none): at least 1 s and at most the run's
+/// `max_wall_seconds` (a deadline past the wall budget could never be reached).
+pub fn timeout(requested: i64, max_wall_seconds: u64) -> Result<Option<u32>, BadTimeout> {
+    match requested {
+        0 => Ok(None),
+        t if t < 0 => Err(BadTimeout::Negative),
+        t if u64::try_from(t).map_or(true, |t| t > max_wall_seconds) => Err(BadTimeout::AboveWall),
+        t => Ok(u32::try_from(t).ok()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +89,26 @@ mod tests {
         let mut other = b;
         other.0[0] = 1;
         assert_ne!(d, request_digest("w", "i", &other));
+        assert_eq!(request_digest_with(d.clone(), None, None), d);
+        assert_ne!(request_digest_with(d.clone(), Some(5), None), d);
+        assert_ne!(
+            request_digest_with(d.clone(), Some(5), None),
+            request_digest_with(d.clone(), Some(6), None)
+        );
+        assert_ne!(
+            request_digest_with(d.clone(), None, Some("p")),
+            request_digest_with(d, None, Some("q"))
+        );
+    }
+
+    #[test]
+    fn timeouts_are_bounded_by_the_wall_budget() {
+        assert_eq!(timeout(0, 600), Ok(None));
+        assert_eq!(timeout(1, 600), Ok(Some(1)));
+        assert_eq!(timeout(600, 600), Ok(Some(600)));
+        assert_eq!(timeout(11, 10), Err(BadTimeout::AboveWall));
+        assert_eq!(timeout(-1, 600), Err(BadTimeout::Negative));
+        assert_eq!(timeout(i64::MAX, 600), Err(BadTimeout::AboveWall));
+        assert_eq!(timeout(i64::MIN, 600), Err(BadTimeout::Negative));
     }
 }

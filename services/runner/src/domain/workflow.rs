@@ -21,6 +21,18 @@ pub const MAX_BYTES: usize = 64 * 1024;
 /// Most steps (the contract's `max_steps`: a workflow longer than a run may go is refused).
 pub const MAX_STEPS: usize = 64;
 const MAX_OBLIGATIONS: usize = 64;
+/// The evidence an obligation may require (`obligations[].evidence`), each provided by a step's
+/// recorded result (never by its content's claims):
+/// - `model_answer`: a `model` step's answer whose content is not empty (after trimming
+///   whitespace);
+/// - `task_result`: a `task` step's recorded result.
+///
+/// A step closes an obligation it names in `closes` only when its result provides every
+/// evidence the obligation requires (an obligation requiring none is closed by any result).
+pub const EVIDENCE: [&str; 2] = [MODEL_ANSWER, TASK_RESULT];
+pub const MODEL_ANSWER: &str = "model_answer";
+pub const TASK_RESULT: &str = "task_result";
+
 const FAMILIES: [&str; 7] = [
     "chat",
     "vision",
@@ -49,6 +61,16 @@ pub enum StepKind {
         model: Option<String>,
     },
     Task,
+}
+
+impl StepKind {
+    /// Whether a result of a step of this kind can provide `evidence` (see [`EVIDENCE`]).
+    pub fn can_provide(&self, evidence: &str) -> bool {
+        match self {
+            StepKind::Model { .. } => evidence == MODEL_ANSWER,
+            StepKind::Task => evidence == TASK_RESULT,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +221,15 @@ impl Workflow {
                 return bad(format!("{path}/id"), "is declared twice");
             }
             let evidence = slugs(ob, &path, "evidence")?;
+            if let Some(j) = evidence
+                .iter()
+                .position(|e| !EVIDENCE.contains(&e.as_str()))
+            {
+                return bad(
+                    format!("{path}/evidence/{j}"),
+                    "must be an evidence kind (model_answer, task_result)",
+                );
+            }
             obligations.push(Obligation { id, evidence });
         }
         let mut steps = Vec::new();
@@ -264,6 +295,18 @@ impl Workflow {
             .position(|o| !closed.contains(o.id.as_str()))
         {
             return bad(format!("/obligations/{i}"), "no step can close it");
+        }
+        // Every obligation must be closable with its evidence: some step naming it provides
+        // all of it (a `task` step never gives a model answer, nor a model step a task result).
+        if let Some(i) = obligations.iter().position(|o| {
+            !steps.iter().any(|s| {
+                s.closes.contains(&o.id) && o.evidence.iter().all(|e| s.kind.can_provide(e))
+            })
+        }) {
+            return bad(
+                format!("/obligations/{i}/evidence"),
+                "no step that closes it can provide it",
+            );
         }
         Ok(Workflow {
             name,
@@ -346,6 +389,16 @@ mod tests {
             ("\"id\":\"check\"", "\"id\":\"draft\"", "/steps/1/id"),
             ("\"evidence\"", "\"proof\"", "/obligations/0"),
             ("lychd.runner.workflow/v1", "other/v1", "/schema"),
+            (
+                "\"evidence\":[\"model_answer\"]",
+                "\"evidence\":[\"vibes\"]",
+                "/obligations/0/evidence/0",
+            ),
+            (
+                "\"evidence\":[\"model_answer\"]",
+                "\"evidence\":[\"task_result\"]",
+                "/obligations/0/evidence",
+            ),
         ] {
             assert_eq!(path_of(&GOOD.replace(from, to)), path, "{to}");
         }

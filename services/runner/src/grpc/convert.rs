@@ -7,11 +7,11 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::budgets::{Budgets, CONTRACT};
-use crate::domain::run::{MAX_INPUT_BYTES, request_id_ok};
+use crate::domain::run::{BadTimeout, MAX_INPUT_BYTES, request_id_ok, timeout};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::error::reasons::{
-    BUDGET_ABOVE_CONTRACT, INPUT_TOO_LARGE, REQUEST_ID_INVALID, RUN_ID_MALFORMED,
+    BUDGET_ABOVE_CONTRACT, INPUT_TOO_LARGE, REQUEST_ID_INVALID, RUN_ID_MALFORMED, TIMEOUT_INVALID,
     VERSION_OUT_OF_RANGE, WORKFLOW_INVALID,
 };
 use crate::service::checkpoints::CheckpointRow;
@@ -62,6 +62,34 @@ pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {
             None
         }
     };
+    // Bounded by the run's wall budget (the contract's when the budgets are refused).
+    let wall = budgets.map_or(CONTRACT[3].max, |b| b.0[3]);
+    let timeout_seconds = match timeout(body.timeout_seconds, wall) {
+        Ok(t) => t,
+        Err(BadTimeout::Negative) => {
+            v.push("timeout_seconds", TIMEOUT_INVALID, "must not be negative");
+            None
+        }
+        Err(BadTimeout::AboveWall) => {
+            v.push(
+                "timeout_seconds",
+                TIMEOUT_INVALID,
+                "must be at most the run's max_wall_seconds",
+            );
+            None
+        }
+    };
+    let parent = match body.parent_run_id.as_str() {
+        "" => None,
+        p => match run_id("parent_run_id", p) {
+            Ok(id) => Some(id),
+            Err(RunnerError::InvalidArgument(bad)) => {
+                v.extend(bad);
+                None
+            }
+            Err(e) => return Err(e),
+        },
+    };
     match (workflow, budgets) {
         (Some(workflow), Some(budgets)) if v.is_empty() => Ok(StartRun {
             request_id: body.request_id,
@@ -69,6 +97,8 @@ pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {
             workflow,
             input: body.input,
             budgets,
+            timeout_seconds,
+            parent,
         }),
         _ => Err(v.into()),
     }
@@ -132,6 +162,17 @@ pub fn run(r: &RunRow) -> pb::Run {
         interrupt_pending: r.interrupt_pending,
         created_at: Some(timestamp(r.created_at)),
         updated_at: Some(timestamp(r.updated_at)),
+        timeout_seconds: r.timeout_seconds.map_or(0, i64::from),
+        deadline_at: r.deadline_at.map(timestamp),
+        parent_run_id: r
+            .parent_run_id
+            .map(|p| p.hyphenated().to_string())
+            .unwrap_or_default(),
+        root_run_id: r
+            .root_run_id
+            .map(|p| p.hyphenated().to_string())
+            .unwrap_or_default(),
+        depth: u32::try_from(r.depth).unwrap_or(0),
     }
 }
 

@@ -18,10 +18,11 @@ use super::runs::{RunRow, progress_of_row};
 use crate::config::Settings;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
-use crate::domain::progress::{self, Next, Progress};
+use crate::domain::progress::{self, Next, Outcome, Progress};
+use crate::domain::tree;
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
-use crate::model::{Answer, COLD_WAIT_MS, Failure, Held, Leased, Models};
+use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
 
@@ -162,15 +163,42 @@ impl Driver {
         let mut known_until: Option<Instant> = None;
         loop {
             let p = progress_of_row(&run);
-            // The wall-clock budget, before anything else the run would do.
-            if progress::wall_exhausted(&budgets, elapsed_ms(&run))
-                && s.fsm.next(&run.state, BUDGET_EVENT).is_some()
+            let now = time::OffsetDateTime::now_utc();
+            // A wait in progress counts as suspended from its committed start (the run row's
+            // `updated_at`, written by the fenced commit that entered the waiting state).
+            let open_wait = if WAITING.contains(&run.state.as_str()) {
+                ms_between(run.updated_at, now)
+            } else {
+                0
+            };
+            let clocks = progress::Clocks {
+                elapsed_ms: ms_between(run.created_at, now),
+                suspended_ms: p.used.suspended_ms.saturating_add(open_wait),
+            };
+            // The caller's deadline, then the budgets of time, before anything else the run
+            // would do (the open wait is charged to the progress the terminal commit records).
+            let deadline = run.deadline_at.is_some_and(|d| now >= d);
+            let timed = if deadline {
+                Some(DEADLINE_EVENT)
+            } else if progress::wall_exhausted(&budgets, clocks.elapsed_ms)
+                || progress::suspended_exhausted(&budgets, clocks.suspended_ms)
             {
-                return match self.advance(&run, BUDGET_EVENT, &p).await? {
+                Some(BUDGET_EVENT)
+            } else {
+                None
+            };
+            if let Some(event) = timed.filter(|e| s.fsm.next(&run.state, e).is_some()) {
+                let mut spent = p.clone();
+                spent.used.suspended_ms = clocks.suspended_ms;
+                let spent =
+                    progress::soft_boundary(&workflow, &budgets, spent, clocks, run.version + 1);
+                return match self.advance(&run, event, &spent).await? {
                     Some(_) => Ok(Stopped::Idle),
                     None => Ok(Stopped::Fenced),
                 };
             }
+            // How long a wait may last before a deadline or a time budget needs the run again.
+            let cap = |ms: u64| ms.min(time_left_ms(&run, &budgets, clocks, now)).max(10);
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
@@ -180,12 +208,12 @@ impl Driver {
                             held = Some(h);
                             (
                                 "capability_warm",
-                                progress::warm(&p, run.generation),
+                                progress::resumed(&p, open_wait, run.generation),
                                 Then::Go,
                             )
                         }
-                        Leased::Cold { wait_ms } => return Ok(Stopped::Waiting(wait_ms)),
-                        Leased::Failed(_) => return Ok(Stopped::Waiting(COLD_WAIT_MS)),
+                        Leased::Cold { wait_ms } => return Ok(Stopped::Waiting(cap(wait_ms))),
+                        Leased::Failed(_) => return Ok(Stopped::Waiting(cap(COLD_WAIT_MS))),
                     },
                     Next::Call { index } => {
                         // Never call a step without the run's lease: the generation must still
@@ -208,27 +236,26 @@ impl Driver {
                         }
                         let step = &workflow.steps[index].id;
                         match self.call(&run, &workflow, index, &p, held.take()).await {
-                            Called::Done(answer) => {
-                                let tokens = answer.tokens;
-                                let (event, q) = progress::after_result(
+                            Called::Done(outcome) => {
+                                let now = time::OffsetDateTime::now_utc();
+                                if run.deadline_at.is_some_and(|d| now >= d) {
+                                    // The deadline passed during the call: the result is not
+                                    // ingested (its tokens and cost were spent all the same).
+                                    (DEADLINE_EVENT, progress::charged(&p, &outcome), Then::Go)
+                                } else if progress::wall_exhausted(
                                     &budgets,
-                                    &p,
-                                    step,
-                                    answer.digest,
-                                    tokens,
-                                );
-                                if progress::wall_exhausted(&budgets, elapsed_ms(&run)) {
-                                    // The wall clock ran out during the call: the result is
-                                    // not ingested (its tokens were spent all the same).
-                                    let mut spent = p.clone();
-                                    spent.used.tokens += tokens;
-                                    (BUDGET_EVENT, spent, Then::Go)
+                                    ms_between(run.created_at, now),
+                                ) {
+                                    // The wall clock ran out during the call: likewise.
+                                    (BUDGET_EVENT, progress::charged(&p, &outcome), Then::Go)
                                 } else {
+                                    let (event, q) =
+                                        progress::after_result(&budgets, &p, step, outcome);
                                     (event, q, Then::Go)
                                 }
                             }
                             Called::Cold { wait_ms } => {
-                                ("capability_cold", p.clone(), Then::Wait(wait_ms))
+                                ("capability_cold", p.clone(), Then::Wait(cap(wait_ms)))
                             }
                             Called::Failed(Failure::Transient) => {
                                 let seed = fresh_seed();
@@ -245,13 +272,12 @@ impl Driver {
                     }
                 };
             // At 80 % of a budget, the commit's checkpoint carries the residual-work handoff.
-            let after = progress::soft_boundary(
-                &workflow,
-                &budgets,
-                after,
-                elapsed_ms(&run),
-                run.version + 1,
-            );
+            let clocks = progress::Clocks {
+                elapsed_ms: ms_between(run.created_at, time::OffsetDateTime::now_utc()),
+                suspended_ms: after.used.suspended_ms,
+            };
+            let after =
+                progress::soft_boundary(&workflow, &budgets, after, clocks, run.version + 1);
             let sent = Instant::now();
             run = match self.advance(&run, event, &after).await? {
                 Some(after) => {
@@ -347,6 +373,13 @@ impl Driver {
         progress: &Progress,
     ) -> Result<Option<RunRow>, RunnerError> {
         let s = &self.service;
+        let mut tx = s.pool.begin().await?;
+        // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
+        // root: the root's row is locked first (lock order: root, then the run), the tree's
+        // totals checked against the root's budgets, and a descendant's consumption added to
+        // the root in this transaction.
+        let before = progress_of_row(run);
+        let (event, progress) = gate(&mut tx, run, &before, event, progress.clone()).await?;
         let Some(edge) = s.fsm.next(&run.state, event) else {
             // The rules only issue events the FSM has from the state; never commit another.
             tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
@@ -355,14 +388,15 @@ impl Driver {
         let to = edge.to.clone();
         let actor = if event == "verified_pass" || event == "verified_reject" {
             VERIFIER_STAND_IN
+        } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
+            BUDGET_GOVERNOR
         } else {
             RUNNER_ACTOR
         };
-        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, progress);
+        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, &progress);
         let json = progress.to_json().to_string();
-        // One statement, atomic on its own: the fence is its `WHERE`, no lock is held.
         let after = runs::commit_with(
-            &s.pool,
+            &mut *tx,
             run,
             &NewTransition {
                 source_state: &run.state,
@@ -377,6 +411,16 @@ impl Driver {
             Some(self.ttl()),
         )
         .await?;
+        let charged = tree::delta(&before.used, &progress.used);
+        if after.is_some() && run.root_run_id.is_some() && charged != [0; 4] {
+            crate::store::tree::charge(
+                &mut tx,
+                run.root(),
+                charged.map(|x| i64::try_from(x).unwrap_or(i64::MAX)),
+            )
+            .await?;
+        }
+        tx.commit().await?;
         if let Some(a) = &after {
             tracing::info!(
                 run_id = %a.id,
@@ -405,16 +449,18 @@ impl Driver {
         held: Option<Held>,
     ) -> Called {
         let step = &w.steps[index];
-        if progress::model_of(w, index).is_none() {
+        let Some((family, _)) = progress::model_of(w, index) else {
             if self.settings.task_step_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
             }
             let run_id = run.id.hyphenated().to_string();
-            return Called::Done(Answer {
-                digest: progress::task_digest(&run_id, &step.id, &run.input_sha256),
-                tokens: 0,
-            });
-        }
+            return Called::Done(Outcome::task(progress::task_digest(
+                &run_id,
+                &step.id,
+                &run.input_sha256,
+            )));
+        };
+        let price = self.settings.price(family);
         let held = match held {
             Some(h) => h,
             None => match self.lease(run, w, index, p).await {
@@ -431,10 +477,15 @@ impl Driver {
                 return Called::Failed(Failure::Transient);
             }
         };
-        let answer = self.models.chat(&held, &step.id, &input).await;
+        let answer = self.models.chat(&held, &step.id, p.round(), &input).await;
         self.models.release(&held).await;
         match answer {
-            Ok(a) => Called::Done(a),
+            Ok(a) => Called::Done(Outcome::model(
+                a.digest,
+                a.tokens,
+                progress::cost_milli(a.tokens, price),
+                a.empty,
+            )),
             Err(f) => Called::Failed(f),
         }
     }
@@ -442,17 +493,15 @@ impl Driver {
 
 /// The FSM event of a spent budget.
 const BUDGET_EVENT: &str = "budget_exhausted";
-
-/// Milliseconds since the run's creation (the database's clock at its creation; this host's
-/// now).
-fn elapsed_ms(run: &RunRow) -> u64 {
-    let d = time::OffsetDateTime::now_utc() - run.created_at;
-    u64::try_from(d.whole_milliseconds()).unwrap_or(0)
-}
-
+/// The FSM event of a passed deadline (`StartRun.timeout_seconds`).
+const DEADLINE_EVENT: &str = "deadline_passed";
+/// The actor of a budget's or a deadline's terminal: the FSM's issuer of those events (the
+/// contract's `hard_boundary_owner`, "external budget governor"); in Runner I the runner's
+/// own check of the durable counts stands in for it.
+pub const BUDGET_GOVERNOR: &str = "runner-budget-check";
 /// What a step's call came to.
 enum Called {
-    Done(Answer),
+    Done(Outcome),
     Cold { wait_ms: u64 },
     Failed(Failure),
 }
@@ -466,17 +515,5 @@ enum Then {
     Backoff(u64),
 }
 
-/// A fresh jitter seed (recorded on the run at its first retry).
-fn fresh_seed() -> u64 {
-    let bits = Uuid::new_v4().as_u128();
-    (bits >> 64) as u64 ^ bits as u64
-}
-
-/// A task aborted when dropped (the heartbeat of a run no longer driven).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+mod clocks;
+use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, ms_between, time_left_ms};

@@ -6,3 +6,5 @@
 pub mod feed;
 pub mod leases;
 pub mod runs;
+pub mod starts;
+pub mod tree;

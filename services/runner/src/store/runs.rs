@@ -37,9 +37,24 @@ pub struct RunRow {
     pub lease_expires_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// The caller's timeout (seconds), if it set one, and the deadline it makes (its creation
+    /// plus the timeout, the database's clock).
+    pub timeout_seconds: Option<i32>,
+    pub deadline_at: Option<OffsetDateTime>,
+    /// The run it was started under, its tree's root (`None` for a root) and its depth.
+    pub parent_run_id: Option<Uuid>,
+    pub root_run_id: Option<Uuid>,
+    pub depth: i32,
 }
 
-const BUDGETS: [&str; 9] = [
+impl RunRow {
+    /// The root of the run's tree (itself for a root).
+    pub fn root(&self) -> Uuid {
+        self.root_run_id.unwrap_or(self.id)
+    }
+}
+
+pub(super) const BUDGETS: [&str; 9] = [
     "max_steps",
     "max_tool_calls",
     "max_retries_per_transition",
@@ -56,7 +71,8 @@ pub(super) const RUN: &str = "id, listed, owner, request_id, request_sha256, wor
      max_tool_calls, max_retries_per_transition, max_wall_seconds, max_suspended_seconds, \
      max_tokens, max_cost_milli, max_recursion_depth, max_parallelism, state, \
      terminal_category, version, generation, interrupt_pending, progress::text AS progress, \
-     lease_holder, lease_expires_at, created_at, updated_at";
+     lease_holder, lease_expires_at, created_at, updated_at, timeout_seconds, deadline_at, \
+     parent_run_id, root_run_id, depth";
 
 pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
     let mut budgets = [0; 9];
@@ -86,6 +102,11 @@ pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
         lease_expires_at: r.try_get("lease_expires_at")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
+        timeout_seconds: r.try_get("timeout_seconds")?,
+        deadline_at: r.try_get("deadline_at")?,
+        parent_run_id: r.try_get("parent_run_id")?,
+        root_run_id: r.try_get("root_run_id")?,
+        depth: r.try_get("depth")?,
     })
 }
 
@@ -105,6 +126,10 @@ pub struct NewRun<'a> {
     pub input_sha256: &'a str,
     pub budgets: [i32; 9],
     pub state: &'a str,
+    /// The caller's timeout in seconds (its deadline is the creation plus it).
+    pub timeout_seconds: Option<i32>,
+    /// For a descendant run: its parent, its root and its depth.
+    pub tree: Option<(Uuid, Uuid, i32)>,
 }
 
 /// What recording a start did.
@@ -138,70 +163,6 @@ pub struct NewTransition<'a> {
     pub target_state: &'a str,
     pub trigger: &'a str,
     pub actor: &'a str,
-}
-
-/// Record `n` (one transaction, with its creation transition and its first checkpoint), or
-/// find the run its owner's request id started already.
-pub async fn start(
-    pool: &PgPool,
-    n: &NewRun<'_>,
-    checkpoint: &Checkpoint,
-) -> Result<Started, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_current_xact_id()::text")
-        .execute(&mut *tx)
-        .await?;
-    let sql = format!(
-        "INSERT INTO runner.runs (id, owner, request_id, request_sha256, workflow, \
-         workflow_sha256, workflow_name, workflow_version, state_schema_version, fsm_sha256, \
-         input, input_sha256, {budgets}, state, version, generation) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, 1, 1) \
-         ON CONFLICT (owner, request_id) DO NOTHING RETURNING {RUN}",
-        budgets = BUDGETS.join(", ")
-    );
-    let mut q = sqlx::query(&sql)
-        .bind(n.id)
-        .bind(n.owner)
-        .bind(n.request_id)
-        .bind(n.request_sha256)
-        .bind(n.workflow)
-        .bind(n.workflow_sha256)
-        .bind(n.workflow_name)
-        .bind(n.workflow_version)
-        .bind(n.state_schema_version)
-        .bind(n.fsm_sha256)
-        .bind(n.input)
-        .bind(n.input_sha256);
-    for b in n.budgets {
-        q = q.bind(b);
-    }
-    let Some(row) = q.bind(n.state).fetch_optional(&mut *tx).await? else {
-        tx.rollback().await?;
-        let seen = sqlx::query(&format!(
-            "SELECT {RUN} FROM runner.runs WHERE owner = $1 AND request_id = $2"
-        ))
-        .bind(n.owner)
-        .bind(n.request_id)
-        .fetch_one(pool)
-        .await?;
-        return Ok(Started::Seen(run(&seen)?));
-    };
-    let created = run(&row)?;
-    append(
-        &mut tx,
-        &created,
-        &NewTransition {
-            source_state: "",
-            target_state: n.state,
-            trigger: "created",
-            actor: n.owner,
-        },
-    )
-    .await?;
-    first_checkpoint(&mut tx, &created, checkpoint).await?;
-    tx.commit().await?;
-    Ok(Started::New(created))
 }
 
 /// Run `id`, if `owner` started it (any owner's when `None`).
@@ -398,8 +359,7 @@ pub async fn interrupt(
     row.as_ref().map(run).transpose()
 }
 
-/// The creation transition of a run just inserted in `tx` (the run's first version).
-async fn append(
+pub(super) async fn append(
     tx: &mut Transaction<'_, Postgres>,
     after: &RunRow,
     t: &NewTransition<'_>,
@@ -425,7 +385,7 @@ async fn append(
 }
 
 /// The first checkpoint of a run just inserted in `tx`.
-async fn first_checkpoint(
+pub(super) async fn first_checkpoint(
     tx: &mut Transaction<'_, Postgres>,
     run: &RunRow,
     c: &Checkpoint,

@@ -80,6 +80,8 @@ pub fn start_req(request_id: &str, input: &str) -> pb::StartRunRequest {
         workflow: WORKFLOW.as_bytes().to_vec(),
         input: input.as_bytes().to_vec(),
         budgets: None,
+        timeout_seconds: 0,
+        parent_run_id: String::new(),
     }
 }
 

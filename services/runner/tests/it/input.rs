@@ -21,6 +21,8 @@ async fn a_bad_start_names_every_bad_field_and_changes_nothing() {
                     max_parallelism: 5,
                     ..Default::default()
                 }),
+                timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await,
         Code::InvalidArgument,
@@ -119,6 +121,14 @@ async fn a_bad_workflow_is_refused_naming_the_json_path() {
             "at /steps/0/kind",
         ),
         (WORKFLOW.replace("\"summarize\"", "\"Sum Up\""), "at /name"),
+        (
+            WORKFLOW.replace("\"model_answer\"", "\"vibes\""),
+            "at /obligations/0/evidence/0: must be an evidence kind",
+        ),
+        (
+            WORKFLOW.replace("\"model_answer\"", "\"task_result\""),
+            "at /obligations/0/evidence: no step that closes it can provide it",
+        ),
     ] {
         let e = refused(
             s.client
@@ -132,7 +142,11 @@ async fn a_bad_workflow_is_refused_naming_the_json_path() {
         );
         assert_eq!(fields(&e), ["workflow"]);
         assert!(e.message().contains(path), "{path}: {}", e.message());
-        assert!(!e.message().contains("poetry") && !e.message().contains("Sum Up"));
+        assert!(
+            !e.message().contains("poetry")
+                && !e.message().contains("Sum Up")
+                && !e.message().contains("vibes")
+        );
     }
     assert_eq!(s.counts().await, (0, 0));
 }

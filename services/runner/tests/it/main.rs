@@ -2,12 +2,15 @@
 //! deciding every call.
 
 mod authority;
+mod budgets;
 mod checkpoints;
 mod common;
 mod fence;
 mod input;
 mod model;
 mod replicas;
+mod rounds;
 mod runs;
 mod steps;
+mod tree;
 mod watch;

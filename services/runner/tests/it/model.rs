@@ -15,20 +15,27 @@ use uuid::Uuid;
 
 use crate::common::eventually;
 
-const WORKFLOW: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
+pub const WORKFLOW: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
   "obligations":[{"id":"summary","evidence":["model_answer"]}],
   "steps":[{"id":"gather","kind":"task"},
            {"id":"draft","kind":"model","family":"chat","closes":["summary"]}]}"#;
 
-const INPUT: &str = "summarize the ledger";
+pub const INPUT: &str = "summarize the ledger";
 
-struct Stack {
-    sandbox: Sandbox,
-    sim: SimLlama,
-    client: RunnerClient<PeerChannel>,
+/// Ward, a Dispatcher and a Runner as processes, the Dispatcher's one animator a simulated
+/// runtime serving model `m` for family `chat` (shared with the no-progress and budget tests).
+pub struct Stack {
+    pub sandbox: Sandbox,
+    pub sim: SimLlama,
+    pub client: RunnerClient<PeerChannel>,
 }
 
-async fn stack() -> Stack {
+pub async fn stack() -> Stack {
+    stack_with("[office]\npoll_ms = 50\n").await
+}
+
+/// [`stack`] with the Runner's configuration `runner` (TOML).
+pub async fn stack_with(runner: &str) -> Stack {
     let sim = SimLlama::serving("m").await;
     let registry = format!(
         "[office]\n[[office.animators]]\nname = \"sim\"\nsource = \"soulstone\"\n\
@@ -41,7 +48,7 @@ async fn stack() -> Stack {
         .office(Office::Runner)
         .peer(Office::Runner, Office::Dispatcher)
         .config_text(Office::Dispatcher, registry)
-        .config_text(Office::Runner, "[office]\npoll_ms = 50\n")
+        .config_text(Office::Runner, runner.to_owned())
         .start()
         .await;
     let mut admin = sandbox.admin();
@@ -81,13 +88,26 @@ async fn stack() -> Stack {
 
 impl Stack {
     async fn start(&mut self, request_id: &str, budgets: Option<pb::Budgets>) -> Uuid {
+        self.start_doc(request_id, WORKFLOW, INPUT, budgets).await
+    }
+
+    /// Start a run of `workflow` with `input` and `budgets`.
+    pub async fn start_doc(
+        &mut self,
+        request_id: &str,
+        workflow: &str,
+        input: &str,
+        budgets: Option<pb::Budgets>,
+    ) -> Uuid {
         let run = self
             .client
             .start_run(pb::StartRunRequest {
                 request_id: request_id.into(),
-                workflow: WORKFLOW.as_bytes().to_vec(),
-                input: INPUT.as_bytes().to_vec(),
+                workflow: workflow.as_bytes().to_vec(),
+                input: input.as_bytes().to_vec(),
                 budgets,
+                timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await
             .expect("start")
@@ -97,7 +117,51 @@ impl Stack {
         Uuid::parse_str(&run.run_id).expect("uuid")
     }
 
-    async fn run(&mut self, id: Uuid) -> pb::Run {
+    /// Wait until run `id` is in `state` (at most 20 s); the run.
+    pub async fn until(&mut self, id: Uuid, state: &str) -> pb::Run {
+        let client = self.client.clone();
+        eventually(&format!("the run reaches {state}"), || {
+            let mut c = client.clone();
+            async move {
+                c.get_run(pb::GetRunRequest {
+                    run_id: id.to_string(),
+                })
+                .await
+                .expect("get")
+                .into_inner()
+                .run
+                .expect("run")
+                .state
+                    == state
+            }
+        })
+        .await;
+        self.run(id).await
+    }
+
+    /// Wait until run `id` is in a terminal state (at most 20 s); the run.
+    pub async fn ended(&mut self, id: Uuid) -> pb::Run {
+        let client = self.client.clone();
+        eventually("the run ends", || {
+            let mut c = client.clone();
+            async move {
+                !c.get_run(pb::GetRunRequest {
+                    run_id: id.to_string(),
+                })
+                .await
+                .expect("get")
+                .into_inner()
+                .run
+                .expect("run")
+                .terminal_category
+                .is_empty()
+            }
+        })
+        .await;
+        self.run(id).await
+    }
+
+    pub async fn run(&mut self, id: Uuid) -> pb::Run {
         self.client
             .get_run(pb::GetRunRequest {
                 run_id: id.to_string(),
@@ -109,7 +173,7 @@ impl Stack {
             .expect("a run")
     }
 
-    async fn triggers(&mut self, id: Uuid) -> Vec<String> {
+    pub async fn triggers(&mut self, id: Uuid) -> Vec<String> {
         self.client
             .list_run_transitions(pb::ListRunTransitionsRequest {
                 run_id: id.to_string(),
@@ -124,7 +188,7 @@ impl Stack {
             .collect()
     }
 
-    async fn latest(&mut self, id: Uuid) -> serde_json::Value {
+    pub async fn latest(&mut self, id: Uuid) -> serde_json::Value {
         let c = self
             .client
             .inspect_checkpoint(pb::InspectCheckpointRequest {
@@ -153,7 +217,7 @@ impl Stack {
 }
 
 /// The tokens the simulated runtime charges for the model step of [`WORKFLOW`].
-fn tokens() -> u64 {
+pub fn tokens() -> u64 {
     chat_answer("m", &["lychd runner step draft", INPUT])["usage"]["total_tokens"]
         .as_u64()
         .expect("tokens")

@@ -74,6 +74,8 @@ impl Replicas {
                 workflow: WORKFLOW.as_bytes().to_vec(),
                 input: Vec::new(),
                 budgets: None,
+                timeout_seconds: 0,
+                parent_run_id: String::new(),
             })
             .await
             .expect("start")

@@ -18,11 +18,11 @@ pub const TASKS: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"tasks","
   "steps":[{"id":"one","kind":"task"},{"id":"two","kind":"task"},
            {"id":"three","kind":"task","closes":["done"]}]}"#;
 
-fn driver(s: &Stack) -> Driver {
+pub fn driver(s: &Stack) -> Driver {
     driver_with(s, 0)
 }
 
-fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
+pub fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
     let service = Service::new(s.spawned.ctx.pool.clone(), Fsm::bound().expect("fsm"));
     Driver::new(
         service,
@@ -33,6 +33,7 @@ fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
             poll_ms: 10,
             concurrency: 1,
             task_step_ms,
+            price_milli_per_1k_tokens: Default::default(),
         },
     )
 }
@@ -41,7 +42,11 @@ async fn start_tasks(s: &mut Stack, request_id: &str) -> Uuid {
     start_tasks_with(s, request_id, None).await
 }
 
-async fn start_tasks_with(s: &mut Stack, request_id: &str, budgets: Option<pb::Budgets>) -> Uuid {
+pub async fn start_tasks_with(
+    s: &mut Stack,
+    request_id: &str,
+    budgets: Option<pb::Budgets>,
+) -> Uuid {
     let run = s
         .client
         .start_run(pb::StartRunRequest {
@@ -49,6 +54,8 @@ async fn start_tasks_with(s: &mut Stack, request_id: &str, budgets: Option<pb::B
             workflow: TASKS.as_bytes().to_vec(),
             input: b"some input".to_vec(),
             budgets,
+            timeout_seconds: 0,
+            parent_run_id: String::new(),
         })
         .await
         .expect("start")
@@ -59,7 +66,7 @@ async fn start_tasks_with(s: &mut Stack, request_id: &str, budgets: Option<pb::B
 }
 
 /// `(trigger, target, generation)` of every transition of `id`.
-async fn path(s: &mut Stack, id: Uuid) -> Vec<(String, String, u64)> {
+pub async fn path(s: &mut Stack, id: Uuid) -> Vec<(String, String, u64)> {
     transitions(&mut s.client, &id.to_string())
         .await
         .expect("transitions")
@@ -68,7 +75,7 @@ async fn path(s: &mut Stack, id: Uuid) -> Vec<(String, String, u64)> {
         .collect()
 }
 
-fn triggers(p: &[(String, String, u64)]) -> Vec<&str> {
+pub fn triggers(p: &[(String, String, u64)]) -> Vec<&str> {
     p.iter().map(|(t, _, _)| t.as_str()).collect()
 }
 
@@ -332,7 +339,7 @@ async fn a_corrupt_latest_checkpoint_quarantines_the_run_on_resume() {
 }
 
 /// Checkpoint `version` of run `id` (the latest when 0), as JSON.
-async fn checkpoint(s: &mut Stack, id: Uuid, version: u64) -> serde_json::Value {
+pub async fn checkpoint(s: &mut Stack, id: Uuid, version: u64) -> serde_json::Value {
     let c = s
         .client
         .inspect_checkpoint(pb::InspectCheckpointRequest {
@@ -346,7 +353,7 @@ async fn checkpoint(s: &mut Stack, id: Uuid, version: u64) -> serde_json::Value 
     serde_json::from_slice(&c.checkpoint.expect("checkpoint").body).expect("json")
 }
 
-async fn drive_once(s: &Stack, d: &Driver) {
+pub async fn drive_once(s: &Stack, d: &Driver) {
     let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
         .await
         .expect("claim")
@@ -456,6 +463,8 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
                 max_retries_per_transition: 2,
                 ..Default::default()
             }),
+            timeout_seconds: 0,
+            parent_run_id: String::new(),
         })
         .await
         .expect("start")
@@ -478,6 +487,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
             poll_ms: 10,
             concurrency: 1,
             task_step_ms: 0,
+            price_milli_per_1k_tokens: Default::default(),
         },
     );
     drive_once(&s, &d).await;

@@ -6,7 +6,7 @@ use super::*;
 fn wf() -> Workflow {
     Workflow::parse(
         br#"{"schema":"lychd.runner.workflow/v1","name":"w","version":"0.1.0",
-        "obligations":[{"id":"a","evidence":["x"]}],
+        "obligations":[{"id":"a","evidence":["task_result"]}],
         "steps":[{"id":"one","kind":"task"},{"id":"two","kind":"task","closes":["a"]}]}"#,
     )
     .expect("valid")
@@ -21,7 +21,7 @@ fn drive(w: &Workflow, b: &Budgets, g: i64) -> Vec<&'static str> {
             Next::Commit { event, progress } => (event, *progress),
             Next::Call { index } => {
                 let step = &w.steps[index].id;
-                after_result(b, &p, step, task_digest("r", step, "i"), 0)
+                after_result(b, &p, step, Outcome::task(task_digest("r", step, "i")))
             }
             Next::Idle | Next::Probe { .. } => return events,
         };
@@ -108,7 +108,7 @@ fn steps_and_tokens_beyond_the_budget_end_the_run() {
         cursor: 1,
         used: Used {
             steps: 1,
-            tokens: 0,
+            ..Used::default()
         },
         ..Progress::default()
     };
@@ -120,12 +120,22 @@ fn steps_and_tokens_beyond_the_budget_end_the_run() {
         }
     ));
     b.0[TOKENS] = 10;
-    let (event, q) = after_result(&b, &Progress::default(), "one", "d".into(), 11);
+    let (event, q) = after_result(
+        &b,
+        &Progress::default(),
+        "one",
+        Outcome::model("d".into(), 11, 0, false),
+    );
     assert_eq!(
         (event, q.used.tokens, q.results.len()),
         ("budget_exhausted", 11, 0)
     );
-    let (event, q) = after_result(&b, &Progress::default(), "one", "d".into(), 10);
+    let (event, q) = after_result(
+        &b,
+        &Progress::default(),
+        "one",
+        Outcome::model("d".into(), 10, 0, false),
+    );
     assert_eq!((event, q.cursor, q.results.len()), ("step_result", 1, 1));
 }
 
@@ -140,10 +150,14 @@ fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
             step: "one".into(),
             digest: "d".into(),
             tokens: 7,
+            evidence: vec!["model_answer".into()],
         }],
         used: Used {
             steps: 3,
             tokens: 7,
+            tool_calls: 2,
+            cost_milli: 9,
+            suspended_ms: 1_234,
         },
         handoff: Some(Handoff {
             schema: "lychd.runner.handoff/v1".into(),
@@ -155,6 +169,12 @@ fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
             open_obligations: vec!["a".into()],
         }),
         jitter_seed: Some(u64::MAX),
+        plan: vec![1],
+        rounds: vec![Round {
+            fingerprint: "sha256:ab".into(),
+            gain: 0,
+            closed: vec![],
+        }],
     };
     let c = Snapshot {
         run_id: "r",
@@ -187,16 +207,22 @@ fn the_soft_boundary_records_one_typed_handoff_at_80_percent() {
             step: "one".into(),
             digest: "d".into(),
             tokens: 79,
+            evidence: vec![],
         }],
         used: Used {
             steps: 1,
             tokens: 79,
+            ..Used::default()
         },
         ..Progress::default()
     };
-    assert_eq!(soft_boundary(&w, &b, p.clone(), 0, 5).handoff, None, "79 %");
+    assert_eq!(
+        soft_boundary(&w, &b, p.clone(), Clocks::default(), 5).handoff,
+        None,
+        "79 %"
+    );
     p.used.tokens = 80;
-    let q = soft_boundary(&w, &b, p.clone(), 0, 5);
+    let q = soft_boundary(&w, &b, p.clone(), Clocks::default(), 5);
     let h = q.handoff.clone().expect("a handoff at 80 %");
     assert_eq!(
         (h.budget.as_str(), h.used, h.limit, h.at_version),
@@ -205,11 +231,15 @@ fn the_soft_boundary_records_one_typed_handoff_at_80_percent() {
     assert_eq!(h.residual_steps, ["two"]);
     assert_eq!(h.open_obligations, ["a"]);
     p.used.tokens = 95;
-    let again = soft_boundary(&w, &b, q.clone(), 0, 6);
+    let again = soft_boundary(&w, &b, q.clone(), Clocks::default(), 6);
     assert_eq!(again.handoff, q.handoff, "recorded once");
     let mut wall = Budgets::contract();
     wall.0[WALL] = 10;
-    let by_wall = soft_boundary(&w, &wall, Progress::default(), 8_000, 2);
+    let at = |elapsed_ms, suspended_ms| Clocks {
+        elapsed_ms,
+        suspended_ms,
+    };
+    let by_wall = soft_boundary(&w, &wall, Progress::default(), at(8_000, 0), 2);
     assert_eq!(by_wall.handoff.expect("wall").budget, "max_wall_seconds");
     assert!(!wall_exhausted(&wall, 9_999));
     assert!(wall_exhausted(&wall, 10_000));
@@ -225,13 +255,17 @@ fn progress_round_trips_through_json_and_an_empty_object_is_fresh() {
             step: "one".into(),
             digest: "d".into(),
             tokens: 4,
+            evidence: vec!["task_result".into()],
         }],
         used: Used {
             steps: 2,
             tokens: 4,
+            ..Used::default()
         },
         handoff: None,
         jitter_seed: Some(7),
+        plan: vec![0, 1],
+        rounds: Vec::new(),
     };
     assert_eq!(Progress::from_json(&p.to_json()).expect("json"), p);
     assert_eq!(
@@ -262,5 +296,79 @@ fn retry_backoff_is_bounded_exponential_with_a_recorded_seed() {
     assert!(
         (1..6).any(|a| backoff_ms(1, a) != backoff_ms(2, a)),
         "the seed matters"
+    );
+}
+
+#[test]
+fn tool_calls_and_cost_have_budgets() {
+    let w = wf();
+    let mut b = Budgets::contract();
+    b.0[TOOL_CALLS] = 1;
+    let mut p = Progress::default();
+    let Next::Commit { event, progress } = next(&w, &b, "PLAN", &p, 2) else {
+        panic!("a commit");
+    };
+    assert_eq!((event, progress.used.tool_calls), ("plan_step", 1));
+    p.cursor = 1;
+    p.used.tool_calls = 1;
+    assert!(matches!(
+        next(&w, &b, "PLAN", &p, 2),
+        Next::Commit {
+            event: "budget_exhausted",
+            ..
+        }
+    ));
+    assert_eq!(cost_milli(0, 5), 0);
+    assert_eq!(cost_milli(1, 5), 1, "rounded up");
+    assert_eq!(cost_milli(2_000, 5), 10);
+    assert_eq!(cost_milli(u64::MAX, 20_000), u64::MAX / 1000 + 1);
+    b.0[COST] = 10;
+    let o = |cost| Outcome::model("d".into(), 1, cost, false);
+    assert_eq!(
+        after_result(&b, &Progress::default(), "m", o(10)).0,
+        "step_result"
+    );
+    let (event, q) = after_result(&b, &Progress::default(), "m", o(11));
+    assert_eq!((event, q.used.cost_milli), ("budget_exhausted", 11));
+    let h = soft_boundary(
+        &w,
+        &b,
+        charged(&Progress::default(), &o(8)),
+        Clocks::default(),
+        2,
+    );
+    assert_eq!(h.handoff.expect("cost").budget, "max_cost_milli");
+    let mut t = Budgets::contract();
+    t.0[TOOL_CALLS] = 5;
+    let four = Progress {
+        used: Used {
+            tool_calls: 4,
+            ..Used::default()
+        },
+        ..Progress::default()
+    };
+    let h = soft_boundary(&w, &t, four, Clocks::default(), 2);
+    assert_eq!(h.handoff.expect("tool calls").budget, "max_tool_calls");
+}
+
+#[test]
+fn suspended_time_is_charged_when_a_wait_closes_and_has_a_budget() {
+    let w = wf();
+    let mut b = Budgets::contract();
+    b.0[SUSPENDED] = 10;
+    let p = resumed(&Progress::default(), 3_000, 4);
+    assert_eq!((p.used.suspended_ms, p.attempt_generation), (3_000, 4));
+    let p = resumed(&p, 4_000, 5);
+    assert_eq!(p.used.suspended_ms, 7_000);
+    assert!(!suspended_exhausted(&b, 9_999));
+    assert!(suspended_exhausted(&b, 10_000));
+    let clocks = Clocks {
+        elapsed_ms: 0,
+        suspended_ms: 8_000,
+    };
+    let h = soft_boundary(&w, &b, p, clocks, 3);
+    assert_eq!(
+        h.handoff.expect("suspended").budget,
+        "max_suspended_seconds"
     );
 }

@@ -1,0 +1,84 @@
+//! The step loop's clocks and small parts: which states are waiting, milliseconds between a
+//! committed timestamp and now, how long a wait may last before a deadline or a time budget
+//! needs the run again, the tree's gate on a consuming commit, a fresh jitter seed, and the
+//! heartbeat task's guard.
+
+use sqlx::{Postgres, Transaction};
+use uuid::Uuid;
+
+use super::RunRow;
+use crate::domain::budgets::Budgets;
+use crate::domain::progress::{self, Progress};
+use crate::domain::tree;
+use crate::store::tree as store_tree;
+
+/// A commit of `event` with `progress` (from `before`) that consumes (steps, tokens, tool
+/// calls, cost) counts against its tree's root: the root's row is locked first in `tx` (lock
+/// order: root, then the run), and the tree's totals checked against the root's budgets
+/// (`domain::tree::gate`); the event and progress to commit.
+pub(super) async fn gate<'e>(
+    tx: &mut Transaction<'_, Postgres>,
+    run: &RunRow,
+    before: &Progress,
+    event: &'e str,
+    progress: Progress,
+) -> Result<(&'e str, Progress), sqlx::Error> {
+    if tree::delta(&before.used, &progress.used) == [0; 4] {
+        return Ok((event, progress));
+    }
+    let Some(root) = store_tree::root(tx, run.root(), true).await? else {
+        return Ok((event, progress));
+    };
+    let budgets = Budgets(root.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
+    let used = |v: [i64; 4]| v.map(|x| u64::try_from(x).unwrap_or(0));
+    let tree_before = tree::add(used(root.own), used(root.desc));
+    let handoff = progress.handoff.clone();
+    let (event, mut progress) = tree::gate(&budgets, tree_before, before, event, progress);
+    if progress.handoff.is_none() {
+        progress.handoff = handoff;
+    }
+    Ok((event, progress))
+}
+
+/// The waiting states whose time counts against `max_suspended_seconds`
+/// (`WAIT_APPROVAL` joins when Runner II drives it).
+pub(super) const WAITING: [&str; 2] = ["WAIT_CAPABILITY", "WAIT_APPROVAL"];
+
+/// Milliseconds from `from` (a committed timestamp: the database's clock) to `to` (this
+/// host's now); 0 when `to` is earlier.
+pub(super) fn ms_between(from: time::OffsetDateTime, to: time::OffsetDateTime) -> u64 {
+    u64::try_from((to - from).whole_milliseconds()).unwrap_or(0)
+}
+
+/// Milliseconds until the run's deadline, wall budget or suspended budget (whichever is
+/// first) from `now`.
+pub(super) fn time_left_ms(
+    run: &RunRow,
+    budgets: &Budgets,
+    clocks: progress::Clocks,
+    now: time::OffsetDateTime,
+) -> u64 {
+    let wall = budgets.0[3]
+        .saturating_mul(1000)
+        .saturating_sub(clocks.elapsed_ms);
+    let suspended = budgets.0[4]
+        .saturating_mul(1000)
+        .saturating_sub(clocks.suspended_ms);
+    let deadline = run.deadline_at.map_or(u64::MAX, |d| ms_between(now, d));
+    wall.min(suspended).min(deadline)
+}
+
+/// A fresh jitter seed (recorded on the run at its first retry).
+pub(super) fn fresh_seed() -> u64 {
+    let bits = Uuid::new_v4().as_u128();
+    (bits >> 64) as u64 ^ bits as u64
+}
+
+/// A task aborted when dropped (the heartbeat of a run no longer driven).
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
