@@ -18,12 +18,14 @@ use super::runs::{RunRow, progress_of_row};
 use crate::config::Settings;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
+use crate::domain::migration::version_of;
 use crate::domain::progress::{self, Next, Progress};
+use crate::domain::trace;
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::model::{Answer, COLD_WAIT_MS, Failure, Held, Leased, Models};
-use crate::store::leases;
 use crate::store::runs::{self, NewTransition};
+use crate::store::{leases, provenance};
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
 /// independent completion verifier (Runner II asks HelmLoop).
@@ -77,7 +79,14 @@ impl Driver {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 return;
             };
-            match leases::claim(&self.service.pool, &self.holder, self.ttl()).await {
+            match leases::claim_in(
+                &self.service.pool,
+                &self.holder,
+                self.ttl(),
+                self.service.migrations.writes(),
+            )
+            .await
+            {
                 Ok(Some(run)) => {
                     let me = self.clone();
                     tokio::spawn(async move {
@@ -233,7 +242,8 @@ impl Driver {
                 elapsed_ms(&run),
                 run.version + 1,
             );
-            run = match self.advance(&run, event, &after).await? {
+            let capability = trace::capability(&workflow, event, &p);
+            run = match self.advance_on(&run, event, &after, capability).await? {
                 Some(after) => after,
                 None => match runs::get(&s.pool, run.id, None).await? {
                     Some(now) if now.generation == run.generation => {
@@ -289,9 +299,16 @@ impl Driver {
     async fn resume(&self, run: RunRow) -> Result<Result<RunRow, Stopped>, RunnerError> {
         let s = &self.service;
         let latest = runs::checkpoint(&s.pool, run.id, None).await?;
+        // A run in a state-schema version this process does not write is not driven (nothing is
+        // corrupt: it is migrated first); claims skip such runs, this is the last guard.
+        if run.state_schema_version != s.migrations.writes() {
+            tracing::warn!(run = %run.id, state_schema_version = %run.state_schema_version, "state-schema version not written by this process; not resuming");
+            return Ok(Err(Stopped::Idle));
+        }
         let sound = latest.as_ref().is_some_and(|c| {
             c.version == run.version
                 && verifies(&c.body, &c.checksum)
+                && version_of(&c.body).as_deref() == Some(run.state_schema_version.as_str())
                 && progress_of(&c.body).as_ref() == Some(&progress_of_row(&run))
         });
         if sound {
@@ -323,6 +340,18 @@ impl Driver {
         event: &str,
         progress: &Progress,
     ) -> Result<Option<RunRow>, RunnerError> {
+        self.advance_on(run, event, progress, "").await
+    }
+
+    /// [`Self::advance`] naming the capability of the step the transition concerns (a trace
+    /// field of the contract).
+    async fn advance_on(
+        &self,
+        run: &RunRow,
+        event: &str,
+        progress: &Progress,
+        capability: &str,
+    ) -> Result<Option<RunRow>, RunnerError> {
         let s = &self.service;
         let Some(edge) = s.fsm.next(&run.state, event) else {
             // The rules only issue events the FSM has from the state; never commit another.
@@ -346,12 +375,33 @@ impl Driver {
                 target_state: &to,
                 trigger: event,
                 actor,
+                capability,
             },
             s.fsm.category(&to),
             &checkpoint,
             Some(&json),
         )
         .await?;
+        if let (Some(a), "step_result", false) = (&after, event, capability.is_empty()) {
+            // A model answer the run uses is a retrieved source: its provenance snapshot is
+            // committed with the result (its digest only).
+            if let Some(r) = progress.results.last() {
+                let source = format!("model:{capability}");
+                provenance::record(
+                    &mut tx,
+                    &provenance::NewSnapshot {
+                        run_id: a.id,
+                        version: a.version,
+                        source: &source,
+                        step: &r.step,
+                        content_sha256: &r.digest,
+                        parser_version: crate::model::ANSWER_PARSER,
+                        responsibility: crate::model::ANSWER_RESPONSIBILITY,
+                    },
+                )
+                .await?;
+            }
+        }
         tx.commit().await?;
         if let Some(a) = &after {
             tracing::info!(
