@@ -29,13 +29,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// estimate (and at least this long when it does).
 pub const COLD_WAIT_MS: u64 = 2_000;
 
-/// The parser of a model answer (a provenance snapshot's `parser_version`): the OpenAI-style
-/// chat completion's `choices[0].message.content` (digested) and `usage.total_tokens`.
-pub const ANSWER_PARSER: &str = "lychd.runner.chat-completion/v1";
-/// Who produced a model answer (a provenance snapshot's `responsibility`): the runtime the
-/// Dispatcher's lease named.
-pub const ANSWER_RESPONSIBILITY: &str = "office:dispatcher (runtime of the leased capability)";
-
 /// A lease held for one call.
 #[derive(Debug, Clone)]
 pub struct Held {

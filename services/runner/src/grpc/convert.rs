@@ -17,10 +17,9 @@ use crate::error::reasons::{
     WORKFLOW_INVALID,
 };
 use crate::service::checkpoints::CheckpointRow;
-use crate::service::recovery::Review;
+use crate::service::checkpoints::SnapshotRow;
+use crate::service::recovery::{Review, ReviewRow};
 use crate::service::runs::{RunRow, StartRun, TransitionRow};
-use crate::store::provenance::SnapshotRow;
-use crate::store::recovery::ReviewRow;
 
 /// A `StartRun` request as a command; every bad field named.
 pub fn start(body: pb::StartRunRequest) -> Result<StartRun, RunnerError> {

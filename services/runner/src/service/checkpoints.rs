@@ -8,7 +8,8 @@ use super::Service;
 use super::runs::{Reader, RunRow};
 use crate::domain::checkpoint::verifies;
 use crate::error::RunnerError;
-use crate::store::provenance::{self, SnapshotRow};
+use crate::store::provenance;
+pub use crate::store::provenance::SnapshotRow;
 use crate::store::runs;
 pub use crate::store::runs::CheckpointRow;
 

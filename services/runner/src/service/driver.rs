@@ -383,24 +383,15 @@ impl Driver {
         )
         .await?;
         if let (Some(a), "step_result", false) = (&after, event, capability.is_empty()) {
-            // A model answer the run uses is a retrieved source: its provenance snapshot is
-            // committed with the result (its digest only).
-            if let Some(r) = progress.results.last() {
-                let source = format!("model:{capability}");
-                provenance::record(
-                    &mut tx,
-                    &provenance::NewSnapshot {
-                        run_id: a.id,
-                        version: a.version,
-                        source: &source,
-                        step: &r.step,
-                        content_sha256: &r.digest,
-                        parser_version: crate::model::ANSWER_PARSER,
-                        responsibility: crate::model::ANSWER_RESPONSIBILITY,
-                    },
-                )
-                .await?;
-            }
+            // A model answer the run uses is a retrieved source (its digest only).
+            provenance::record_answer(
+                &mut tx,
+                a.id,
+                a.version,
+                capability,
+                progress.results.last(),
+            )
+            .await?;
         }
         tx.commit().await?;
         if let Some(a) = &after {

@@ -12,7 +12,8 @@ use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::migration::version_of;
 use crate::domain::recovery::{self, Candidate, Decision, Refused};
 use crate::error::RunnerError;
-use crate::store::recovery::{self as store, NewReview, ReviewRow};
+pub use crate::store::recovery::ReviewRow;
+use crate::store::recovery::{self as store, NewReview};
 use crate::store::runs::{CheckpointRow, NewTransition};
 
 /// The state a run under recovery review is in.

@@ -5,6 +5,43 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::domain::progress::StepResult;
+
+/// The parser of a model answer (a provenance snapshot's `parser_version`): the OpenAI-style
+/// chat completion's `choices[0].message.content` (digested) and `usage.total_tokens`.
+pub const ANSWER_PARSER: &str = "lychd.runner.chat-completion/v1";
+/// Who produced a model answer (a provenance snapshot's `responsibility`): the runtime the
+/// Dispatcher's lease named.
+pub const ANSWER_RESPONSIBILITY: &str = "office:dispatcher (runtime of the leased capability)";
+
+/// Record the model answer `result` of a step using capability family `capability`, first
+/// used by run `run_id`'s `version` (nothing when there is no result).
+pub async fn record_answer(
+    tx: &mut Transaction<'_, Postgres>,
+    run_id: Uuid,
+    version: i64,
+    capability: &str,
+    result: Option<&StepResult>,
+) -> Result<(), sqlx::Error> {
+    let Some(r) = result else {
+        return Ok(());
+    };
+    let source = format!("model:{capability}");
+    record(
+        tx,
+        &NewSnapshot {
+            run_id,
+            version,
+            source: &source,
+            step: &r.step,
+            content_sha256: &r.digest,
+            parser_version: ANSWER_PARSER,
+            responsibility: ANSWER_RESPONSIBILITY,
+        },
+    )
+    .await
+}
+
 /// A source to record.
 pub struct NewSnapshot<'a> {
     pub run_id: Uuid,

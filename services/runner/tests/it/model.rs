@@ -225,11 +225,11 @@ async fn a_model_step_leases_calls_releases_and_charges_its_tokens() {
     );
     assert_eq!(
         snapshots[1].parser_version,
-        lychd_runner::model::ANSWER_PARSER
+        lychd_runner::store::provenance::ANSWER_PARSER
     );
     assert_eq!(
         snapshots[1].responsibility,
-        lychd_runner::model::ANSWER_RESPONSIBILITY
+        lychd_runner::store::provenance::ANSWER_RESPONSIBILITY
     );
     let t = s
         .client
@@ -251,7 +251,7 @@ async fn a_model_step_leases_calls_releases_and_charges_its_tokens() {
         .iter()
         .rfind(|t| t.trigger == "step_result")
         .expect("result");
-    assert_eq!(result.evidence_hashes, [digest.clone()]);
+    assert_eq!(result.evidence_hashes, [digest]);
 }
 
 #[tokio::test]

@@ -22,10 +22,13 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::common::*;
 use crate::steps::TASKS;
 
+/// A closed span: its name and fields.
+type Closed = (String, BTreeMap<String, String>);
+
 /// Every span (name and fields, as recorded by its close) and every event's fields.
 #[derive(Clone, Default)]
 struct Capture {
-    spans: Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>,
+    spans: Arc<Mutex<Vec<Closed>>>,
     events: Arc<Mutex<Vec<String>>>,
 }
 

@@ -1,0 +1,181 @@
+//! SQL of a run's transitions (`runner.run_transitions`): the row appended in the transaction
+//! of every state commit, with every trace field of loop-contract v1
+//! (`trace.transition_fields`) and the span that writes it, and the transitions read back.
+
+use sqlx::{PgPool, Postgres, Row, Transaction};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::rows::RunRow;
+use crate::domain::progress::Progress;
+use crate::domain::trace;
+
+/// A transition as stored.
+#[derive(Debug, Clone)]
+pub struct TransitionRow {
+    pub sequence: i64,
+    pub transition_id: Uuid,
+    pub run_id: Uuid,
+    pub version: i64,
+    pub generation: i64,
+    pub source_state: String,
+    pub target_state: String,
+    pub trigger: String,
+    pub actor: String,
+    pub workflow_version: String,
+    pub state_schema_version: String,
+    pub recorded_at: OffsetDateTime,
+    /// The contract's trace fields (`trace.transition_fields`) beyond the above.
+    pub cycle_id: i64,
+    pub capability: String,
+    pub evidence_hashes: Vec<String>,
+    /// JSON: `{"steps": n, "tokens": n}`.
+    pub budget_delta: String,
+    pub trace_id: String,
+    pub span_id: String,
+}
+
+/// A transition to append.
+pub struct NewTransition<'a> {
+    pub source_state: &'a str,
+    pub target_state: &'a str,
+    pub trigger: &'a str,
+    pub actor: &'a str,
+    /// The capability family of the step the transition concerns ('' for none).
+    pub capability: &'a str,
+}
+
+/// The progress a run row holds (a fresh one when it does not parse).
+pub(crate) fn progress_of(run: &RunRow) -> Progress {
+    serde_json::from_str::<serde_json::Value>(&run.progress)
+        .ok()
+        .and_then(|v| Progress::from_json(&v).ok())
+        .unwrap_or_default()
+}
+
+/// Append the transition `t` that made `after` (from a run whose progress was `before`): its
+/// row carries every trace field of the contract, and the span that writes it
+/// (`runner.transition`) carries them as attributes — digests and counts only, never the
+/// input, an answer or a rationale.
+pub(crate) async fn append(
+    tx: &mut Transaction<'_, Postgres>,
+    after: &RunRow,
+    t: &NewTransition<'_>,
+    before: &Progress,
+) -> Result<(), sqlx::Error> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing::Instrument as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+    let transition_id = Uuid::new_v4();
+    let derived = trace::derive(before, &progress_of(after));
+    let evidence = derived.evidence_hashes.join(",");
+    let delta = derived.budget_delta.to_string();
+    let checkpoint_id = format!("{}:{}", after.id, after.version);
+    let span = tracing::info_span!(
+        "runner.transition",
+        run_id = %after.id,
+        cycle_id = derived.cycle_id,
+        workflow_version = %after.workflow_version,
+        state_schema_version = %after.state_schema_version,
+        transition_id = %transition_id,
+        source_state = t.source_state,
+        target_state = t.target_state,
+        trigger = t.trigger,
+        actor = t.actor,
+        capability = t.capability,
+        evidence_hashes = %evidence,
+        budget_delta = %delta,
+        timestamp = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+        checkpoint_id = %checkpoint_id,
+        generation = after.generation,
+    );
+    let (trace_id, span_id) = {
+        let cx = span.context();
+        let sc = cx.span().span_context().clone();
+        if sc.is_valid() {
+            (sc.trace_id().to_string(), sc.span_id().to_string())
+        } else {
+            (String::new(), String::new())
+        }
+    };
+    span.record("trace_id", trace_id.as_str());
+    span.record("span_id", span_id.as_str());
+    let recorded_at: OffsetDateTime = sqlx::query_scalar(
+        "INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
+         workflow_version, state_schema_version, source_state, target_state, trigger, actor, \
+         cycle_id, capability, evidence_hashes, budget_delta, trace_id, span_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16) \
+         RETURNING recorded_at",
+    )
+    .bind(transition_id)
+    .bind(after.id)
+    .bind(after.version)
+    .bind(after.generation)
+    .bind(&after.workflow_version)
+    .bind(&after.state_schema_version)
+    .bind(t.source_state)
+    .bind(t.target_state)
+    .bind(t.trigger)
+    .bind(t.actor)
+    .bind(derived.cycle_id)
+    .bind(t.capability)
+    .bind(&derived.evidence_hashes)
+    .bind(&delta)
+    .bind(&trace_id)
+    .bind(&span_id)
+    .fetch_one(&mut **tx)
+    .instrument(span.clone())
+    .await?;
+    span.record("timestamp", tracing::field::display(recorded_at));
+    Ok(())
+}
+
+pub(super) const TRANSITION: &str = "t.sequence, t.transition_id, t.run_id, t.version, t.generation, \
+     t.source_state, t.target_state, t.trigger, t.actor, t.workflow_version, \
+     t.state_schema_version, t.recorded_at, t.cycle_id, t.capability, t.evidence_hashes, \
+     t.budget_delta::text AS budget_delta, t.trace_id, t.span_id";
+
+pub(super) fn transition(r: &sqlx::postgres::PgRow) -> Result<TransitionRow, sqlx::Error> {
+    Ok(TransitionRow {
+        sequence: r.try_get("sequence")?,
+        transition_id: r.try_get("transition_id")?,
+        run_id: r.try_get("run_id")?,
+        version: r.try_get("version")?,
+        generation: r.try_get("generation")?,
+        source_state: r.try_get("source_state")?,
+        target_state: r.try_get("target_state")?,
+        trigger: r.try_get("trigger")?,
+        actor: r.try_get("actor")?,
+        workflow_version: r.try_get("workflow_version")?,
+        state_schema_version: r.try_get("state_schema_version")?,
+        recorded_at: r.try_get("recorded_at")?,
+        cycle_id: r.try_get("cycle_id")?,
+        capability: r.try_get("capability")?,
+        evidence_hashes: r.try_get("evidence_hashes")?,
+        budget_delta: r.try_get("budget_delta")?,
+        trace_id: r.try_get("trace_id")?,
+        span_id: r.try_get("span_id")?,
+    })
+}
+
+/// Transitions of run `id` after aggregate version `after`, in order (at most `limit`).
+pub async fn transitions(
+    pool: &PgPool,
+    id: Uuid,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<TransitionRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {TRANSITION} FROM runner.run_transitions t WHERE t.run_id = $1 AND t.version > $2 \
+          ORDER BY t.version LIMIT $3"
+    ))
+    .bind(id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(transition).collect()
+}
