@@ -57,7 +57,7 @@ impl Service {
     }
 
     /// The recovery point of run `run` (locked in `tx`): the newest checkpoint before its
-    /// quarantine that may be restored.
+    /// quarantine that may be restored and is in the run's state-schema version.
     async fn point_in(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
@@ -67,7 +67,15 @@ impl Service {
             .await?
             .unwrap_or(run.version);
         let before = store::checkpoints_before(tx, run.id, q).await?;
-        Ok((q, before.into_iter().find(|c| self.restorable(c))))
+        // A checkpoint written before a migration of the run is in another state-schema
+        // version: not restorable as it is.
+        let current = Some(run.state_schema_version.as_str());
+        Ok((
+            q,
+            before
+                .into_iter()
+                .find(|c| self.restorable(c) && version_of(&c.body).as_deref() == current),
+        ))
     }
 
     /// The recovery point of quarantined run `run` (`None` when it is not quarantined or no

@@ -243,3 +243,43 @@ async fn a_rollback_that_would_not_restore_the_recorded_state_is_refused() {
         Err(RunnerError::RunLeased)
     ));
 }
+
+#[tokio::test]
+async fn a_checkpoint_from_before_a_migration_is_no_recovery_point() {
+    let s = stack().await;
+    let pool = s.spawned.ctx.pool.clone();
+    let mut c = s.client.clone();
+    let run = start(&mut c, "mig-3", "").await;
+    let id = Uuid::parse_str(&run.run_id).expect("uuid");
+    let knowing = Service::with_migrations(
+        pool.clone(),
+        Fsm::bound().expect("fsm"),
+        Registry::builtin().with(NOTES),
+    );
+    knowing
+        .migrate_state(id, "0.1.1", "operator")
+        .await
+        .expect("migrate");
+    let mut db = s.db().await;
+    sqlx::query(
+        "UPDATE runner.run_checkpoints SET body = '\\x00' WHERE run_id = $1 AND version = 2",
+    )
+    .bind(id)
+    .execute(&mut db)
+    .await
+    .expect("corrupt");
+    let seen = knowing
+        .inspect(id, lychd_runner::service::runs::Reader::All, None)
+        .await
+        .expect("inspect");
+    assert!(!seen.verified);
+    assert_eq!(seen.run.state, "QUARANTINED");
+    // Version 1 verifies, but it is in 0.1.0 and the run in 0.1.1: nothing to restore.
+    assert!(
+        knowing
+            .recovery_point(&seen.run)
+            .await
+            .expect("point")
+            .is_none()
+    );
+}

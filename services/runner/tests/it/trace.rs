@@ -86,6 +86,8 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
 }
 
 const SECRET: &str = "SECRET-INPUT-7d1f-do-not-trace";
+const RATIONALE_MARK: &str = "rationale-mark-93ab";
+const RATIONALE: &str = "inspected by hand: fail it (rationale-mark-93ab)";
 
 #[tokio::test]
 async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_span() {
@@ -150,6 +152,21 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
         assert!(tr.evidence_hashes.iter().all(|h| hex(h, 64)));
         assert_eq!(tr.capability, "", "task steps use no capability");
     }
+    // WatchRun streams the same rows, every field included.
+    let mut stream = s
+        .client
+        .watch_run(pb::WatchRunRequest {
+            run_id: run.run_id.clone(),
+            after_sequence: 0,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let mut watched = Vec::new();
+    while let Some(tr) = stream.message().await.expect("a transition") {
+        watched.push(tr);
+    }
+    assert_eq!(watched, t);
     let cycles: Vec<u64> = t.iter().map(|tr| tr.cycle_id).collect();
     assert_eq!(cycles, [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3]);
 
@@ -174,11 +191,49 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
         "the row names the span that committed it"
     );
 
+    // A review's rationale is kept with the review, and in no span or log either.
+    let other_run = start(&mut s.client, "trace-2", "").await;
+    let mut db = s.db().await;
+    sqlx::query("UPDATE runner.run_checkpoints SET body = '\\x00' WHERE run_id = $1::uuid")
+        .bind(&other_run.run_id)
+        .execute(&mut db)
+        .await
+        .expect("corrupt");
+    let q = s
+        .client
+        .inspect_checkpoint(pb::InspectCheckpointRequest {
+            run_id: other_run.run_id.clone(),
+            version: 0,
+        })
+        .await
+        .expect("inspect")
+        .into_inner();
+    assert_eq!(q.run.expect("run").state, "QUARANTINED");
+    let (_, mut operator) = s.principal("operator", &["runner:review"]).await;
+    let reviewed = operator
+        .review_quarantine(pb::ReviewQuarantineRequest {
+            run_id: other_run.run_id.clone(),
+            decision: pb::ReviewDecision::Fail as i32,
+            recovery_checksum: String::new(),
+            rationale: RATIONALE.into(),
+        })
+        .await
+        .expect("review")
+        .into_inner();
+    assert_eq!(reviewed.run.expect("run").state, "FAILED");
+
     // The input's text is in no span, no log event and no row of the office but its own.
     let events = capture.events.lock().expect("events").clone();
+    let spans = capture.spans.lock().expect("spans").clone();
     assert!(!events.is_empty(), "the capture sees the office's logs");
     assert!(!format!("{spans:?}").contains(SECRET));
     assert!(!format!("{events:?}").contains(SECRET));
+    assert!(
+        events.iter().any(|e| e.contains("quarantine reviewed")),
+        "the review is logged"
+    );
+    assert!(!format!("{spans:?}").contains(RATIONALE_MARK));
+    assert!(!format!("{events:?}").contains(RATIONALE_MARK));
     let mut db = s.db().await;
     for table in [
         "run_transitions",
