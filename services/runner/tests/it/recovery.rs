@@ -354,3 +354,64 @@ async fn without_a_verified_checkpoint_only_fail_or_cancel_and_a_pending_cancel_
         "RUN_NOT_FOUND",
     );
 }
+
+#[tokio::test]
+async fn the_offices_own_step_loop_resumes_a_reviewed_run_and_finishes_it() {
+    // The office drives its runs itself; everything the test does is a gRPC call but the
+    // corruption, done in PostgreSQL.
+    let mut s = stack_with("poll_ms = 10\ntask_step_ms = 1000").await;
+    let id = start_tasks(&mut s, "rec-3").await;
+    let mut c = s.client.clone();
+    eventually("the run enters its first step", || {
+        let (mut c, id) = (c.clone(), id.clone());
+        async move { get(&mut c, &id).await.expect("get").state == "ACT" }
+    })
+    .await;
+    let run = get(&mut c, &id).await.expect("get");
+    corrupt(&s, &id, i64::try_from(run.version).expect("version")).await;
+    let seen = inspect(&mut c, &id, 0).await;
+    let quarantined = seen.run.expect("run");
+    assert_eq!(quarantined.state, "QUARANTINED");
+    let point = inspect(&mut c, &id, 0).await;
+    assert_eq!(point.recovery_version, run.version - 1);
+    let (_, mut operator) = s.principal("operator", &["runner:review"]).await;
+    let resumed = operator
+        .review_quarantine(review(
+            &id,
+            pb::ReviewDecision::Resume,
+            &point.recovery_checksum,
+            RATIONALE,
+        ))
+        .await
+        .expect("review")
+        .into_inner()
+        .run
+        .expect("run");
+    assert_eq!(resumed.state, "INGEST");
+    assert_eq!(resumed.generation, quarantined.generation + 1);
+    eventually("the office's step loop finishes the run", || {
+        let (mut c, id) = (c.clone(), id.clone());
+        async move { get(&mut c, &id).await.expect("get").state == "SUCCEEDED" }
+    })
+    .await;
+    let t = transitions(&mut c, &id).await.expect("transitions");
+    let after_review: Vec<u64> = t
+        .iter()
+        .filter(|t| t.version > resumed.version)
+        .map(|t| t.generation)
+        .collect();
+    assert!(!after_review.is_empty());
+    assert!(
+        after_review.iter().all(|g| *g > resumed.generation),
+        "driven under a newer lease generation: {after_review:?}"
+    );
+    // The review's own transition sits between the quarantine and the resumed loop.
+    let review_t = t
+        .iter()
+        .find(|t| t.version == resumed.version)
+        .expect("review transition");
+    assert_eq!(
+        (review_t.trigger.as_str(), review_t.version),
+        ("recovery_resume", quarantined.version + 1)
+    );
+}
