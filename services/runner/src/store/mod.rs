@@ -9,6 +9,5 @@ pub mod feed;
 pub mod leases;
 pub mod provenance;
 pub mod recovery;
-pub mod rows;
 pub mod runs;
 pub mod transitions;

@@ -9,8 +9,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::runs::{
-    CheckpointRow, NewTransition, RUN, RunRow, append, progress_of, run, save_checkpoint,
+    CheckpointRow, NewTransition, RUN, RunRow, made, progress_of, run, save_checkpoint,
 };
+use super::transitions::append;
 use crate::domain::checkpoint::Checkpoint;
 
 /// Every checkpoint of run `id` before `version`, newest first.
@@ -96,7 +97,14 @@ pub async fn commit(
     };
     let after = run(&row)?;
     if let Some(t) = t {
-        append(tx, &after, t, &progress_of(current)).await?;
+        append(
+            tx,
+            &made(&after),
+            t,
+            &progress_of(current),
+            &progress_of(&after),
+        )
+        .await?;
     }
     if !save_checkpoint(tx, &after, checkpoint).await? {
         return Ok(None);

@@ -6,7 +6,6 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::RunRow;
 use crate::domain::progress::Progress;
 use crate::domain::trace;
 
@@ -45,36 +44,40 @@ pub struct NewTransition<'a> {
     pub capability: &'a str,
 }
 
-/// The progress a run row holds (a fresh one when it does not parse).
-pub(crate) fn progress_of(run: &RunRow) -> Progress {
-    serde_json::from_str::<serde_json::Value>(&run.progress)
-        .ok()
-        .and_then(|v| Progress::from_json(&v).ok())
-        .unwrap_or_default()
+/// The run a transition made: its row names it.
+pub struct Made<'a> {
+    pub run_id: Uuid,
+    /// The run's version after it (its checkpoint's).
+    pub version: i64,
+    pub generation: i64,
+    pub workflow_version: &'a str,
+    pub state_schema_version: &'a str,
 }
 
-/// Append the transition `t` that made `after` (from a run whose progress was `before`): its
+/// Append the transition `t` that made `after` (the run's progress going from `before` to
+/// `progress`): its
 /// row carries every trace field of the contract, and the span that writes it
 /// (`runner.transition`) carries them as attributes — digests and counts only, never the
 /// input, an answer or a rationale.
 pub(crate) async fn append(
     tx: &mut Transaction<'_, Postgres>,
-    after: &RunRow,
+    after: &Made<'_>,
     t: &NewTransition<'_>,
     before: &Progress,
+    progress: &Progress,
 ) -> Result<(), sqlx::Error> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing::Instrument as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
     let transition_id = Uuid::new_v4();
-    let derived = trace::derive(before, &progress_of(after));
+    let derived = trace::derive(before, progress);
     let evidence = derived.evidence_hashes.join(",");
     let delta = derived.budget_delta.to_string();
-    let checkpoint_id = format!("{}:{}", after.id, after.version);
+    let checkpoint_id = format!("{}:{}", after.run_id, after.version);
     let span = tracing::info_span!(
         "runner.transition",
-        run_id = %after.id,
+        run_id = %after.run_id,
         cycle_id = derived.cycle_id,
         workflow_version = %after.workflow_version,
         state_schema_version = %after.state_schema_version,
@@ -111,11 +114,11 @@ pub(crate) async fn append(
          RETURNING recorded_at",
     )
     .bind(transition_id)
-    .bind(after.id)
+    .bind(after.run_id)
     .bind(after.version)
     .bind(after.generation)
-    .bind(&after.workflow_version)
-    .bind(&after.state_schema_version)
+    .bind(after.workflow_version)
+    .bind(after.state_schema_version)
     .bind(t.source_state)
     .bind(t.target_state)
     .bind(t.trigger)
