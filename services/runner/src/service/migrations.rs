@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::Service;
 use super::runs::RunRow;
-use crate::domain::checkpoint::verifies;
+use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::migration::{self, Direction};
 use crate::error::RunnerError;
 use crate::store::recovery::{self as store, MigrationRow, NewMigration};
@@ -91,9 +91,22 @@ impl Service {
                 return Err(RunnerError::RollbackNotExact);
             }
         }
-        let after = store::commit(tx, &run, None, None, &m.checkpoint, None, Some(to))
-            .await?
-            .ok_or(RunnerError::Fenced)?;
+        // The run row's progress follows its migrated checkpoint (a resume compares the two).
+        let progress = progress_of(&m.checkpoint.body)
+            .ok_or(RunnerError::MigrationUnknown)?
+            .to_json()
+            .to_string();
+        let after = store::commit(
+            tx,
+            &run,
+            None,
+            None,
+            &m.checkpoint,
+            Some(&progress),
+            Some(to),
+        )
+        .await?
+        .ok_or(RunnerError::Fenced)?;
         let row = store::record_migration(
             tx,
             &NewMigration {
