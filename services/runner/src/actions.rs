@@ -11,4 +11,6 @@ lychd_runtime::auth::actions! {
     READ_ALL = "runner:read_all";
     /// cancel a run one started (`CancelRun` on `run:<id>`)
     CANCEL = "runner:cancel";
+    /// review a quarantined run: resume it from its recovery point, fail or cancel it (`ReviewQuarantine` on `run:<id>`, any principal's run)
+    REVIEW = "runner:review";
 }

@@ -51,6 +51,30 @@ lychd_runtime::refusal::refusals! {
         SEQUENCE_OUT_OF_RANGE = InvalidArgument;
         /// the run's state, version or lease generation changed under this commit (another runner holds it); nothing changed
         RUN_FENCED = Aborted => Fenced;
+        /// `decision` is not one of `REVIEW_DECISION_RESUME`, `_RECONCILE`, `_FAIL`, `_CANCEL`
+        REVIEW_DECISION_INVALID = InvalidArgument;
+        /// `rationale` is empty, only whitespace, longer than 1024 characters or holds a control character
+        RATIONALE_INVALID = InvalidArgument;
+        /// `recovery_checksum` is neither empty nor 64 lowercase hex digits
+        CHECKSUM_MALFORMED = InvalidArgument;
+        /// the run is not quarantined (and this is not a replay of the review that released it); nothing changed
+        RUN_NOT_QUARANTINED = FailedPrecondition => NotQuarantined;
+        /// `recovery_checksum` is not the checksum of the run's recovery point (it changed, or another checkpoint was inspected): inspect again; nothing changed
+        RECOVERY_CHECKSUM_STALE = FailedPrecondition => RecoveryStale;
+        /// `reconcile` needs a pending effect and the run has none (Runner I records no effects); nothing changed
+        NO_PENDING_EFFECT = FailedPrecondition => NoPendingEffect;
+        /// `resume` needs a checkpoint before the quarantine that verifies and no checkpoint does: decide `fail` or `cancel`; nothing changed
+        NO_VERIFIED_CHECKPOINT = FailedPrecondition => NoVerifiedCheckpoint;
+        /// the run's owner asked to cancel it while it was quarantined: decide `cancel` or `fail`; nothing changed
+        RECOVERY_CANCEL_PENDING = FailedPrecondition => RecoveryCancelPending;
+        /// a runner holds the run's lease: its state-schema version changes only while no runner drives it; nothing changed
+        RUN_LEASED = FailedPrecondition => RunLeased;
+        /// the run's latest checkpoint is not of its version or does not verify; nothing changed
+        CHECKPOINT_CORRUPT = FailedPrecondition => CheckpointCorrupt;
+        /// no registered state-schema migration leads from the run's version to the one asked (or the state is not of its shape); nothing changed
+        STATE_MIGRATION_UNKNOWN = FailedPrecondition => MigrationUnknown;
+        /// the rollback would not give back exactly the state its forward migration started from; nothing changed
+        STATE_ROLLBACK_NOT_EXACT = FailedPrecondition => RollbackNotExact;
     }
     answers {
         /// As many run streams are open as the office serves.

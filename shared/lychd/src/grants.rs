@@ -49,6 +49,8 @@ pub const OPERATOR_GRANTS: &[(&str, &str)] = &[
     // Every principal's runs, in Get, List and ListRunTransitions (others see only their own).
     ("runner:read_all", "run:*"),
     ("runner:cancel", "run:*"),
+    // Recovery review of a quarantined run (any principal's): resume, fail or cancel it.
+    ("runner:review", "run:*"),
 ];
 
 /// HelmLoop's owner-record actions: only Ward's own service principal holds them (Ward issues

@@ -1,12 +1,17 @@
 //! The Runner office's rules: pure (no sqlx, tonic or tokio, no clock read: time comes in
 //! as a value). `fsm` (the control FSM as data, checked at load), `workflow` (the document a
 //! run follows), `budgets` (never above the contract's), `run` (a start request's identity),
-//! `progress` (a run's progress and the step loop's rules).
+//! `progress` (a run's progress and the step loop's rules), `recovery` (recovery review of a
+//! quarantined run), `migration` (state-schema migrations), `trace` (the contract's trace
+//! fields of a transition).
 
 pub mod budgets;
 pub mod checkpoint;
 pub mod fsm;
+pub mod migration;
 pub mod progress;
+pub mod recovery;
 pub mod run;
+pub mod trace;
 pub mod tree;
 pub mod workflow;

@@ -7,14 +7,18 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::domain::budgets::{Budgets, CONTRACT};
+use crate::domain::recovery::{self, Decision};
 use crate::domain::run::{BadTimeout, MAX_INPUT_BYTES, request_id_ok, timeout};
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::error::reasons::{
-    BUDGET_ABOVE_CONTRACT, INPUT_TOO_LARGE, REQUEST_ID_INVALID, RUN_ID_MALFORMED, TIMEOUT_INVALID,
+    BUDGET_ABOVE_CONTRACT, CHECKSUM_MALFORMED, INPUT_TOO_LARGE, RATIONALE_INVALID,
+    REQUEST_ID_INVALID, REVIEW_DECISION_INVALID, RUN_ID_MALFORMED, TIMEOUT_INVALID,
     VERSION_OUT_OF_RANGE, WORKFLOW_INVALID,
 };
 use crate::service::checkpoints::CheckpointRow;
+use crate::service::checkpoints::SnapshotRow;
+use crate::service::recovery::{Review, ReviewRow};
 use crate::service::runs::{RunRow, StartRun, TransitionRow};
 
 /// A `StartRun` request as a command; every bad field named.
@@ -190,6 +194,100 @@ pub fn transition(t: &TransitionRow) -> pb::RunTransition {
         workflow_version: t.workflow_version.clone(),
         state_schema_version: t.state_schema_version.clone(),
         recorded_at: Some(timestamp(t.recorded_at)),
+        cycle_id: count(t.cycle_id),
+        capability: t.capability.clone(),
+        evidence_hashes: t.evidence_hashes.clone(),
+        budget_delta: t.budget_delta.clone(),
+        trace_id: t.trace_id.clone(),
+        span_id: t.span_id.clone(),
+        checkpoint_id: format!("{}:{}", t.run_id.hyphenated(), t.version),
+    }
+}
+
+/// A `ReviewQuarantine` request as a review; every bad field named (never the rationale).
+pub fn review(body: &pb::ReviewQuarantineRequest) -> Result<Review, RunnerError> {
+    let mut v = Violations::new();
+    let id = match run_id("run_id", &body.run_id) {
+        Ok(id) => Some(id),
+        Err(RunnerError::InvalidArgument(bad)) => {
+            v.extend(bad);
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let decision = match pb::ReviewDecision::try_from(body.decision) {
+        Ok(pb::ReviewDecision::Resume) => Some(Decision::Resume),
+        Ok(pb::ReviewDecision::Reconcile) => Some(Decision::Reconcile),
+        Ok(pb::ReviewDecision::Fail) => Some(Decision::Fail),
+        Ok(pb::ReviewDecision::Cancel) => Some(Decision::Cancel),
+        _ => {
+            v.push(
+                "decision",
+                REVIEW_DECISION_INVALID,
+                "must be RESUME, RECONCILE, FAIL or CANCEL",
+            );
+            None
+        }
+    };
+    if !recovery::checksum_ok(&body.recovery_checksum) {
+        v.push(
+            "recovery_checksum",
+            CHECKSUM_MALFORMED,
+            "must be empty or 64 lowercase hex digits",
+        );
+    }
+    if !recovery::rationale_ok(&body.rationale) {
+        v.push(
+            "rationale",
+            RATIONALE_INVALID,
+            "must be 1 to 1024 characters, not only whitespace, without control characters but newline and tab",
+        );
+    }
+    match (id, decision) {
+        (Some(run_id), Some(decision)) if v.is_empty() => Ok(Review {
+            run_id,
+            decision,
+            recovery_checksum: body.recovery_checksum.clone(),
+            rationale: body.rationale.clone(),
+        }),
+        _ => Err(v.into()),
+    }
+}
+
+fn decision(name: &str) -> i32 {
+    let d = match Decision::parse(name) {
+        Some(Decision::Resume) => pb::ReviewDecision::Resume,
+        Some(Decision::Reconcile) => pb::ReviewDecision::Reconcile,
+        Some(Decision::Fail) => pb::ReviewDecision::Fail,
+        Some(Decision::Cancel) => pb::ReviewDecision::Cancel,
+        None => pb::ReviewDecision::Unspecified,
+    };
+    d as i32
+}
+
+pub fn quarantine_review(r: &ReviewRow) -> pb::QuarantineReview {
+    pb::QuarantineReview {
+        run_id: r.run_id.hyphenated().to_string(),
+        quarantined_version: count(r.quarantined_version),
+        decision: decision(&r.decision),
+        reviewer: r.reviewer.clone(),
+        recovery_version: count(r.recovery_version.unwrap_or(0)),
+        recovery_checksum: r.recovery_checksum.clone(),
+        version: count(r.version),
+        generation: count(r.generation),
+        reviewed_at: Some(timestamp(r.reviewed_at)),
+    }
+}
+
+pub fn snapshot(s: &SnapshotRow) -> pb::ProvenanceSnapshot {
+    pb::ProvenanceSnapshot {
+        source: s.source.clone(),
+        step: s.step.clone(),
+        retrieved_at: Some(timestamp(s.retrieved_at)),
+        content_sha256: s.content_sha256.clone(),
+        parser_version: s.parser_version.clone(),
+        responsibility: s.responsibility.clone(),
+        version: count(s.version),
     }
 }
 

@@ -265,10 +265,67 @@ impl Runner for RunnerService {
             .inspect(id, reader(&principal, all), version)
             .await
             .map_err(err)?;
+        let point = self
+            .service
+            .recovery_point(&inspected.run)
+            .await
+            .map_err(err)?;
         Ok(Response::new(pb::InspectCheckpointResponse {
             checkpoint: Some(convert::checkpoint(&inspected.checkpoint)),
             verified: inspected.verified,
             run: Some(convert::run(&inspected.run)),
+            recovery_version: point
+                .as_ref()
+                .map_or(0, |p| u64::try_from(p.version).unwrap_or(0)),
+            recovery_checksum: point.map(|p| p.checksum).unwrap_or_default(),
+        }))
+    }
+
+    async fn review_quarantine(
+        &self,
+        request: Request<pb::ReviewQuarantineRequest>,
+    ) -> Result<Response<pb::ReviewQuarantineResponse>, Status> {
+        let review = self
+            .ctx
+            .authorizer
+            .decoded(&request, convert::review(request.get_ref()).map_err(err))
+            .await?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::REVIEW, &format!("run:{}", review.run_id))
+            .await?;
+        let reviewed = self
+            .service
+            .review(&principal.id, &review)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::ReviewQuarantineResponse {
+            review: Some(convert::quarantine_review(&reviewed.review)),
+            run: Some(convert::run(&reviewed.run)),
+            replayed: reviewed.replayed,
+        }))
+    }
+
+    async fn list_provenance(
+        &self,
+        request: Request<pb::ListProvenanceRequest>,
+    ) -> Result<Response<pb::ListProvenanceResponse>, Status> {
+        let id = self
+            .ctx
+            .authorizer
+            .decoded(
+                &request,
+                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
+            )
+            .await?;
+        let (principal, all) = self.reader(&request, &format!("run:{id}")).await?;
+        let rows = self
+            .service
+            .provenance(id, reader(&principal, all))
+            .await
+            .map_err(err)?;
+        Ok(Response::new(pb::ListProvenanceResponse {
+            snapshots: rows.iter().map(convert::snapshot).collect(),
         }))
     }
 }

@@ -8,6 +8,8 @@ use super::Service;
 use super::runs::{Reader, RunRow};
 use crate::domain::checkpoint::verifies;
 use crate::error::RunnerError;
+use crate::store::provenance;
+pub use crate::store::provenance::SnapshotRow;
 use crate::store::runs;
 pub use crate::store::runs::CheckpointRow;
 
@@ -52,6 +54,16 @@ impl Service {
             verified,
             run,
         })
+    }
+
+    /// The provenance snapshots of run `id`, as `reader` may see it.
+    pub async fn provenance(
+        &self,
+        id: Uuid,
+        reader: Reader<'_>,
+    ) -> Result<Vec<SnapshotRow>, RunnerError> {
+        self.get(id, reader).await?;
+        Ok(provenance::list(&self.pool, id).await?)
     }
 
     /// Quarantine run `id` whose checkpoint of `version` is corrupt, if the run is still at

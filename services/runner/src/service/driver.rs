@@ -18,12 +18,15 @@ use super::runs::{RunRow, progress_of_row};
 use crate::config::Settings;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
+use crate::domain::migration::version_of;
 use crate::domain::progress::{self, Next, Outcome, Progress};
+use crate::domain::trace;
 use crate::domain::tree;
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
 use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
+use crate::store::provenance;
 use crate::store::runs::{self, NewTransition};
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
@@ -82,7 +85,14 @@ impl Driver {
             let Ok(slot) = slots.clone().acquire_owned().await else {
                 return;
             };
-            match leases::claim(&self.service.pool, &self.holder, self.ttl()).await {
+            match leases::claim_in(
+                &self.service.pool,
+                &self.holder,
+                self.ttl(),
+                self.service.migrations.writes(),
+            )
+            .await
+            {
                 Ok(Some(run)) => {
                     let me = self.clone();
                     tokio::spawn(async move {
@@ -279,7 +289,8 @@ impl Driver {
             let after =
                 progress::soft_boundary(&workflow, &budgets, after, clocks, run.version + 1);
             let sent = Instant::now();
-            run = match self.advance(&run, event, &after).await? {
+            let capability = trace::capability(&workflow, event, &p);
+            run = match self.advance_on(&run, event, &after, capability).await? {
                 Some(after) => {
                     known_until = Some(sent + self.half_ttl());
                     after
@@ -330,112 +341,6 @@ impl Driver {
                 &request_id,
             )
             .await
-    }
-
-    /// Check the run's latest checkpoint before resuming it: its checksum must verify, it must
-    /// be of the run's version, and its progress must be the row's. Otherwise the run is
-    /// quarantined for recovery review (and not driven).
-    async fn resume(&self, run: RunRow) -> Result<Result<RunRow, Stopped>, RunnerError> {
-        let s = &self.service;
-        let latest = runs::checkpoint(&s.pool, run.id, None).await?;
-        let sound = latest.as_ref().is_some_and(|c| {
-            c.version == run.version
-                && verifies(&c.body, &c.checksum)
-                && progress_of(&c.body).as_ref() == Some(&progress_of_row(&run))
-        });
-        if sound {
-            return Ok(Ok(run));
-        }
-        tracing::warn!(run = %run.id, version = run.version, "checkpoint does not verify on resume; quarantining");
-        let Some(edge) = s.fsm.next(&run.state, MISMATCH_EVENT) else {
-            return Ok(Err(Stopped::Idle));
-        };
-        let mut tx = s.pool.begin().await?;
-        let to = edge.to.clone();
-        let taken = s
-            .take(&mut tx, &run, &to, MISMATCH_EVENT, RUNNER_ACTOR)
-            .await?;
-        tx.commit().await?;
-        // Fenced: what was read is stale (another runner holds the run); nothing was written.
-        Ok(Err(if taken.is_some() {
-            Stopped::Idle
-        } else {
-            Stopped::Fenced
-        }))
-    }
-
-    /// Commit FSM `event` from the run's state with `progress`, under the fence; `None` when
-    /// the fence moved (nothing written).
-    async fn advance(
-        &self,
-        run: &RunRow,
-        event: &str,
-        progress: &Progress,
-    ) -> Result<Option<RunRow>, RunnerError> {
-        let s = &self.service;
-        let mut tx = s.pool.begin().await?;
-        // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
-        // root: the root's row is locked first (lock order: root, then the run), the tree's
-        // totals checked against the root's budgets, and a descendant's consumption added to
-        // the root in this transaction.
-        let before = progress_of_row(run);
-        let (event, progress) = gate(&mut tx, run, &before, event, progress.clone()).await?;
-        let Some(edge) = s.fsm.next(&run.state, event) else {
-            // The rules only issue events the FSM has from the state; never commit another.
-            tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
-            return Err(RunnerError::Fenced);
-        };
-        let to = edge.to.clone();
-        let actor = if event == "verified_pass" || event == "verified_reject" {
-            VERIFIER_STAND_IN
-        } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
-            BUDGET_GOVERNOR
-        } else {
-            RUNNER_ACTOR
-        };
-        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, &progress);
-        let json = progress.to_json().to_string();
-        let after = runs::commit_with(
-            &mut *tx,
-            run,
-            &NewTransition {
-                source_state: &run.state,
-                target_state: &to,
-                trigger: event,
-                actor,
-            },
-            s.fsm.category(&to),
-            &checkpoint,
-            Some(&json),
-            // The holder's commit is also its heartbeat.
-            Some(self.ttl()),
-        )
-        .await?;
-        let charged = tree::delta(&before.used, &progress.used);
-        if after.is_some() && run.root_run_id.is_some() && charged != [0; 4] {
-            crate::store::tree::charge(
-                &mut tx,
-                run.root(),
-                charged.map(|x| i64::try_from(x).unwrap_or(i64::MAX)),
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        if let Some(a) = &after {
-            tracing::info!(
-                run_id = %a.id,
-                workflow_version = %a.workflow_version,
-                state_schema_version = %a.state_schema_version,
-                source_state = %run.state,
-                target_state = %a.state,
-                trigger = event,
-                actor,
-                generation = a.generation,
-                checkpoint_id = a.version,
-                "transition committed"
-            );
-        }
-        Ok(after)
     }
 
     /// Call step `index` of `w` for `run` (a model step under a Dispatcher lease: `held`, or
@@ -516,4 +421,5 @@ enum Then {
 }
 
 mod clocks;
+mod commit;
 use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, ms_between, time_left_ms};

@@ -1,9 +1,13 @@
 //! The Runner office's use cases, one module per capability: each calls `store` and
 //! `domain`, owns its transactions, and knows nothing of protobuf or tonic. `runs`: start,
-//! read, list, cancel and the transitions of runs.
+//! read, list, cancel and the transitions of runs; `checkpoints`: inspection and quarantine;
+//! `recovery`: the recovery review; `migrations`: state-schema migrations; `driver`: the step
+//! loop; `watch`: the feed.
 
 pub mod checkpoints;
 pub mod driver;
+pub mod migrations;
+pub mod recovery;
 pub mod runs;
 pub mod watch;
 
@@ -12,16 +16,27 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use crate::domain::fsm::Fsm;
+use crate::domain::migration::Registry;
 
-/// The office's state: the database pool (its own schema only) and the control FSM it was
-/// started with (checked at start-up).
+/// The office's state: the database pool (its own schema only), the control FSM it was
+/// started with (checked at start-up) and the state-schema migrations it knows.
 pub struct Service {
     pub pool: PgPool,
     pub fsm: Fsm,
+    pub migrations: Registry,
 }
 
 impl Service {
     pub fn new(pool: PgPool, fsm: Fsm) -> Arc<Self> {
-        Arc::new(Service { pool, fsm })
+        Service::with_migrations(pool, fsm, Registry::builtin())
+    }
+
+    /// A service knowing `migrations` (tests register their own).
+    pub fn with_migrations(pool: PgPool, fsm: Fsm, migrations: Registry) -> Arc<Self> {
+        Arc::new(Service {
+            pool,
+            fsm,
+            migrations,
+        })
     }
 }

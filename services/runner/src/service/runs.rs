@@ -313,6 +313,7 @@ impl Service {
                 target_state: to,
                 trigger: event,
                 actor,
+                capability: "",
             },
             self.fsm.category(to),
             &checkpoint,
@@ -358,8 +359,5 @@ impl Service {
 /// The progress a run row holds (a row the office wrote always parses; anything else reads as
 /// a fresh run, which a resume's checkpoint comparison then refuses).
 pub(super) fn progress_of_row(run: &RunRow) -> Progress {
-    serde_json::from_str::<serde_json::Value>(&run.progress)
-        .ok()
-        .and_then(|v| Progress::from_json(&v).ok())
-        .unwrap_or_default()
+    runs::progress_of(run)
 }

@@ -5,7 +5,7 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::runs::{TRANSITION, TransitionRow, transition};
+use super::transitions::{TRANSITION, TransitionRow, transition};
 
 /// A feed row: the transition, whether it is of the watched run, and what the read saw.
 #[derive(Debug, Clone)]

@@ -7,17 +7,28 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::runs::{RUN, RunRow, run};
+use crate::domain::run::STATE_SCHEMA_VERSION;
 
 /// The states the step loop drives (a run elsewhere waits for someone else, or has ended).
 pub const DRIVABLE: &str = "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY')";
 
 /// Claim one drivable run whose lease is free or expired (oldest first, skipping rows another
 /// claimer has locked): `holder` takes its lease until `ttl_ms` from now, under a new
-/// generation. The run as claimed.
+/// generation. Only runs in the office's state-schema version are claimed. The run as claimed.
 pub async fn claim(
     pool: &PgPool,
     holder: &str,
     ttl_ms: i64,
+) -> Result<Option<RunRow>, sqlx::Error> {
+    claim_in(pool, holder, ttl_ms, STATE_SCHEMA_VERSION).await
+}
+
+/// [`claim`] of a run in `state_schema_version` (the one the claimer writes).
+pub async fn claim_in(
+    pool: &PgPool,
+    holder: &str,
+    ttl_ms: i64,
+    state_schema_version: &str,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     let row = sqlx::query(&format!(
         "UPDATE runner.runs SET lease_holder = $1, \
@@ -27,11 +38,13 @@ pub async fn claim(
                        WHERE state IN {DRIVABLE} \
                          AND (lease_expires_at IS NULL OR lease_expires_at < now()) \
                          AND (not_before IS NULL OR not_before <= now()) \
+                         AND state_schema_version = $3 \
                        ORDER BY listed LIMIT 1 FOR UPDATE SKIP LOCKED) \
           RETURNING {RUN}"
     ))
     .bind(holder)
     .bind(ttl_ms)
+    .bind(state_schema_version)
     .fetch_optional(pool)
     .await?;
     row.as_ref().map(run).transpose()

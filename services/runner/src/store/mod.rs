@@ -1,10 +1,15 @@
 //! SQL on the `runner` schema only, one module per aggregate. Every deciding statement states
 //! its isolation level and lock order: `runs` (a run row is locked `FOR UPDATE`, then its
 //! guarded update and its transition row follow, in one read-committed transaction); `leases`
-//! (the runner lease: a claim is one `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`).
+//! (the runner lease: a claim is one `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`);
+//! `recovery` (reviews and state-schema migrations: the run row locked first, as `runs`);
+//! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source).
 
 pub mod feed;
 pub mod leases;
+pub mod provenance;
+pub mod recovery;
 pub mod runs;
 pub mod starts;
+pub mod transitions;
 pub mod tree;

@@ -8,7 +8,10 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::transitions::{Made, Traced};
+pub use super::transitions::{NewTransition, TransitionRow, transitions};
 use crate::domain::checkpoint::Checkpoint;
+use crate::domain::progress::Progress;
 
 /// A run as stored (its workflow and input bytes are not read back).
 #[derive(Debug, Clone)]
@@ -140,30 +143,8 @@ pub enum Started {
     Seen(RunRow),
 }
 
-/// A transition as stored.
-#[derive(Debug, Clone)]
-pub struct TransitionRow {
-    pub sequence: i64,
-    pub transition_id: Uuid,
-    pub run_id: Uuid,
-    pub version: i64,
-    pub generation: i64,
-    pub source_state: String,
-    pub target_state: String,
-    pub trigger: String,
-    pub actor: String,
-    pub workflow_version: String,
-    pub state_schema_version: String,
-    pub recorded_at: OffsetDateTime,
-}
-
-/// A transition to append.
-pub struct NewTransition<'a> {
-    pub source_state: &'a str,
-    pub target_state: &'a str,
-    pub trigger: &'a str,
-    pub actor: &'a str,
-}
+/// The parser of a run's input: none, it is opaque bytes handed to model steps as data.
+pub const INPUT_PARSER: &str = "lychd.runner.input/v1 (opaque bytes, never interpreted)";
 
 /// Run `id`, if `owner` started it (any owner's when `None`).
 pub async fn get(
@@ -245,24 +226,39 @@ pub async fn commit(
     .await
 }
 
-/// [`commit`] writing `progress` (JSON) with the state, on any executor: **one statement**
-/// (one round trip, atomic on its own, so a caller holding no lock needs no transaction).
+/// [`commit`] writing `progress` with the state, on any executor: **one statement** (one
+/// round trip, atomic on its own, so a caller holding no lock needs no transaction).
 ///
 /// The fenced `UPDATE` is the statement's first write and the transition and checkpoint rows
 /// are inserted from its `RETURNING` row, so the transaction id is assigned before the
 /// transition's feed sequence is taken (the gap rule's premise) and nothing is written when
 /// the fence moved. The checkpoint needs no fence of its own: it is written from the row the
-/// fenced update returned. `renew_ms` (the holder's commits) also extends the run's lease to
-/// that many ms from the commit, as `leases::renew` would (a terminal commit gives it up).
+/// fenced update returned. The transition's trace fields are computed before the statement
+/// (what it makes is known: the next version under the same generation), and its span wraps
+/// the statement. `renew_ms` (the holder's commits) also extends the run's lease to that many
+/// ms from the commit, as `leases::renew` would (a terminal commit gives it up).
 pub async fn commit_with<'e>(
     ex: impl sqlx::PgExecutor<'e>,
     current: &RunRow,
     t: &NewTransition<'_>,
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
-    progress: Option<&str>,
+    progress: Option<&Progress>,
     renew_ms: Option<i64>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
+    use tracing::Instrument as _;
+
+    let before = progress_of(current);
+    let traced = Traced::new(
+        &Made {
+            version: current.version + 1,
+            ..made(current)
+        },
+        t,
+        &before,
+        progress.unwrap_or(&before),
+    );
+    let json = progress.map(|p| p.to_json().to_string());
     let row = sqlx::query(&format!(
         "WITH u AS (\
            UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
@@ -274,14 +270,16 @@ pub async fn commit_with<'e>(
          t AS (\
            INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
                   workflow_version, state_schema_version, source_state, target_state, trigger, \
-                  actor) \
+                  actor, cycle_id, capability, evidence_hashes, budget_delta, trace_id, \
+                  span_id) \
            SELECT $8, id, version, generation, workflow_version, state_schema_version, $2, \
-                  state, $9, $10 FROM u), \
+                  state, $9, $10, $14, $15, $16, $17::jsonb, $18, $19 FROM u \
+           RETURNING recorded_at), \
          c AS (\
            INSERT INTO runner.run_checkpoints (run_id, version, generation, state, body, \
                   checksum) \
            SELECT id, version, generation, state, $11, $12 FROM u) \
-         SELECT * FROM u"
+         SELECT u.*, t.recorded_at AS transition_recorded_at FROM u, t"
     ))
     .bind(current.id)
     .bind(t.source_state)
@@ -289,16 +287,27 @@ pub async fn commit_with<'e>(
     .bind(current.generation)
     .bind(t.target_state)
     .bind(terminal_category)
-    .bind(progress)
-    .bind(Uuid::new_v4())
+    .bind(json)
+    .bind(traced.transition_id)
     .bind(t.trigger)
     .bind(t.actor)
     .bind(&checkpoint.body)
     .bind(&checkpoint.checksum)
     .bind(renew_ms)
+    .bind(traced.cycle_id)
+    .bind(t.capability)
+    .bind(&traced.evidence_hashes)
+    .bind(&traced.budget_delta)
+    .bind(&traced.trace_id)
+    .bind(&traced.span_id)
     .fetch_optional(ex)
+    .instrument(traced.span.clone())
     .await?;
-    row.as_ref().map(run).transpose()
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    traced.recorded(row.try_get("transition_recorded_at")?);
+    run(&row).map(Some)
 }
 
 /// A checkpoint as stored.
@@ -359,33 +368,9 @@ pub async fn interrupt(
     row.as_ref().map(run).transpose()
 }
 
-pub(super) async fn append(
-    tx: &mut Transaction<'_, Postgres>,
-    after: &RunRow,
-    t: &NewTransition<'_>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
-         workflow_version, state_schema_version, source_state, target_state, trigger, actor) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(Uuid::new_v4())
-    .bind(after.id)
-    .bind(after.version)
-    .bind(after.generation)
-    .bind(&after.workflow_version)
-    .bind(&after.state_schema_version)
-    .bind(t.source_state)
-    .bind(t.target_state)
-    .bind(t.trigger)
-    .bind(t.actor)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// The first checkpoint of a run just inserted in `tx`.
-pub(super) async fn first_checkpoint(
+/// The checkpoint `c` of `run`, a row this transaction has just written (inserted, or moved
+/// by its fenced update: the fence held, so the checkpoint needs none of its own).
+pub(super) async fn insert_checkpoint(
     tx: &mut Transaction<'_, Postgres>,
     run: &RunRow,
     c: &Checkpoint,
@@ -405,42 +390,21 @@ pub(super) async fn first_checkpoint(
     Ok(())
 }
 
-pub(super) const TRANSITION: &str = "t.sequence, t.transition_id, t.run_id, t.version, t.generation, \
-     t.source_state, t.target_state, t.trigger, t.actor, t.workflow_version, \
-     t.state_schema_version, t.recorded_at";
-
-pub(super) fn transition(r: &sqlx::postgres::PgRow) -> Result<TransitionRow, sqlx::Error> {
-    Ok(TransitionRow {
-        sequence: r.try_get("sequence")?,
-        transition_id: r.try_get("transition_id")?,
-        run_id: r.try_get("run_id")?,
-        version: r.try_get("version")?,
-        generation: r.try_get("generation")?,
-        source_state: r.try_get("source_state")?,
-        target_state: r.try_get("target_state")?,
-        trigger: r.try_get("trigger")?,
-        actor: r.try_get("actor")?,
-        workflow_version: r.try_get("workflow_version")?,
-        state_schema_version: r.try_get("state_schema_version")?,
-        recorded_at: r.try_get("recorded_at")?,
-    })
+/// The progress a run row holds (a fresh one when it does not parse).
+pub(crate) fn progress_of(run: &RunRow) -> Progress {
+    serde_json::from_str::<serde_json::Value>(&run.progress)
+        .ok()
+        .and_then(|v| Progress::from_json(&v).ok())
+        .unwrap_or_default()
 }
 
-/// Transitions of run `id` after aggregate version `after`, in order (at most `limit`).
-pub async fn transitions(
-    pool: &PgPool,
-    id: Uuid,
-    after: i64,
-    limit: i64,
-) -> Result<Vec<TransitionRow>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
-        "SELECT {TRANSITION} FROM runner.run_transitions t WHERE t.run_id = $1 AND t.version > $2 \
-          ORDER BY t.version LIMIT $3"
-    ))
-    .bind(id)
-    .bind(after)
-    .bind(limit)
-    .fetch_all(pool)
-    .await?;
-    rows.iter().map(transition).collect()
+/// What a transition made of `after` (its row names it).
+pub(crate) fn made(after: &RunRow) -> Made<'_> {
+    Made {
+        run_id: after.id,
+        version: after.version,
+        generation: after.generation,
+        workflow_version: &after.workflow_version,
+        state_schema_version: &after.state_schema_version,
+    }
 }

@@ -5,9 +5,12 @@
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::runs::{
-    BUDGETS, NewRun, NewTransition, RUN, RunRow, Started, append, first_checkpoint, run,
+    BUDGETS, INPUT_PARSER, NewRun, NewTransition, RUN, RunRow, Started, insert_checkpoint, made,
+    progress_of, run,
 };
+use super::transitions::append;
 use crate::domain::checkpoint::Checkpoint;
+use crate::domain::progress::Progress;
 
 /// Record `n` (one transaction, with its creation transition and its first checkpoint), or
 /// find the run its owner's request id started already.
@@ -108,15 +111,31 @@ pub async fn start_in(
     let created = run(&row)?;
     append(
         tx,
-        &created,
+        &made(&created),
         &NewTransition {
             source_state: "",
             target_state: n.state,
             trigger: "created",
             actor: n.owner,
+            capability: "",
+        },
+        &Progress::default(),
+        &progress_of(&created),
+    )
+    .await?;
+    super::provenance::record(
+        tx,
+        &super::provenance::NewSnapshot {
+            run_id: created.id,
+            version: created.version,
+            source: "input",
+            step: "",
+            content_sha256: n.input_sha256,
+            parser_version: INPUT_PARSER,
+            responsibility: n.owner,
         },
     )
     .await?;
-    first_checkpoint(tx, &created, checkpoint).await?;
+    insert_checkpoint(tx, &created, checkpoint).await?;
     Ok(Some(created))
 }

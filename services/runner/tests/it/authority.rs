@@ -34,6 +34,18 @@ async fn without_a_credential_every_rpc_is_unauthenticated() {
             list(&mut c, 0, "").await.map(drop),
             cancel(&mut c, &run.run_id).await.map(drop),
             transitions(&mut c, &run.run_id).await.map(drop),
+            c.review_quarantine(pb::ReviewQuarantineRequest {
+                run_id: "bad".into(),
+                rationale: String::new(),
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+            c.list_provenance(pb::ListProvenanceRequest {
+                run_id: run.run_id.clone(),
+            })
+            .await
+            .map(drop),
         ];
         for r in codes {
             let e = r.expect_err("unauthenticated");

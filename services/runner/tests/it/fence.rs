@@ -24,6 +24,7 @@ async fn a_stale_version_or_generation_commits_nothing() {
         target_state: "PLAN",
         trigger: "start",
         actor: "runner",
+        capability: "",
     };
     // Another runner took the lease: the generation moved.
     let mut db = s.db().await;

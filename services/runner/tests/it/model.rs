@@ -257,6 +257,65 @@ async fn a_model_step_leases_calls_releases_and_charges_its_tokens() {
     );
     assert!(!String::from_utf8_lossy(&serde_json::to_vec(&body).expect("json")).contains(content));
     assert_eq!(s.run(id).await.terminal_category, "success");
+    // The answer is a provenance snapshot (its digest, the parser, who produced it) beside the
+    // input's; the model step's transitions name its capability.
+    let snapshots = s
+        .client
+        .list_provenance(pb::ListProvenanceRequest {
+            run_id: id.to_string(),
+        })
+        .await
+        .expect("provenance")
+        .into_inner()
+        .snapshots;
+    let seen: Vec<(&str, &str, &str)> = snapshots
+        .iter()
+        .map(|p| {
+            (
+                p.source.as_str(),
+                p.step.as_str(),
+                p.content_sha256.as_str(),
+            )
+        })
+        .collect();
+    let digest = lychd_runner::domain::run::sha256(content.as_bytes());
+    let input = lychd_runner::domain::run::sha256(INPUT.as_bytes());
+    assert_eq!(
+        seen,
+        [
+            ("input", "", input.as_str()),
+            ("model:chat", "draft", digest.as_str())
+        ]
+    );
+    assert_eq!(
+        snapshots[1].parser_version,
+        lychd_runner::store::provenance::ANSWER_PARSER
+    );
+    assert_eq!(
+        snapshots[1].responsibility,
+        lychd_runner::store::provenance::ANSWER_RESPONSIBILITY
+    );
+    let t = s
+        .client
+        .list_run_transitions(pb::ListRunTransitionsRequest {
+            run_id: id.to_string(),
+            page: None,
+        })
+        .await
+        .expect("transitions")
+        .into_inner()
+        .transitions;
+    let chat: Vec<(&str, &str)> = t
+        .iter()
+        .filter(|t| t.capability == "chat")
+        .map(|t| (t.trigger.as_str(), t.target_state.as_str()))
+        .collect();
+    assert_eq!(chat, [("plan_step", "ACT"), ("step_result", "INGEST")]);
+    let result = t
+        .iter()
+        .rfind(|t| t.trigger == "step_result")
+        .expect("result");
+    assert_eq!(result.evidence_hashes, [digest]);
 }
 
 #[tokio::test]

@@ -187,6 +187,7 @@ mod tests {
             Grant::Assign("runner:read", "run:*"),
             Grant::Assign("runner:read_all", "run:*"),
             Grant::Assign("runner:cancel", "run:*"),
+            Grant::Assign("runner:review", "run:*"),
         ]);
         expected.extend(
             assignments(OPERATOR_GRANTS)

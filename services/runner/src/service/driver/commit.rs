@@ -1,0 +1,143 @@
+//! The driver's state commits: the resume check of a claimed run's latest checkpoint, and
+//! every FSM event it commits (fenced, with the tree's gate, the provenance of a model answer
+//! and a descendant's charge to its root in one transaction).
+
+use super::*;
+
+impl Driver {
+    /// Check the run's latest checkpoint before resuming it: its checksum must verify, it must
+    /// be of the run's version, and its progress must be the row's. Otherwise the run is
+    /// quarantined for recovery review (and not driven).
+    pub(super) async fn resume(&self, run: RunRow) -> Result<Result<RunRow, Stopped>, RunnerError> {
+        let s = &self.service;
+        let latest = runs::checkpoint(&s.pool, run.id, None).await?;
+        // A run in a state-schema version this process does not write is not driven (nothing is
+        // corrupt: it is migrated first); claims skip such runs, this is the last guard.
+        if run.state_schema_version != s.migrations.writes() {
+            tracing::warn!(run = %run.id, state_schema_version = %run.state_schema_version, "state-schema version not written by this process; not resuming");
+            return Ok(Err(Stopped::Idle));
+        }
+        let sound = latest.as_ref().is_some_and(|c| {
+            c.version == run.version
+                && verifies(&c.body, &c.checksum)
+                && version_of(&c.body).as_deref() == Some(run.state_schema_version.as_str())
+                && progress_of(&c.body).as_ref() == Some(&progress_of_row(&run))
+        });
+        if sound {
+            return Ok(Ok(run));
+        }
+        tracing::warn!(run = %run.id, version = run.version, "checkpoint does not verify on resume; quarantining");
+        let Some(edge) = s.fsm.next(&run.state, MISMATCH_EVENT) else {
+            return Ok(Err(Stopped::Idle));
+        };
+        let mut tx = s.pool.begin().await?;
+        let to = edge.to.clone();
+        let taken = s
+            .take(&mut tx, &run, &to, MISMATCH_EVENT, RUNNER_ACTOR)
+            .await?;
+        tx.commit().await?;
+        // Fenced: what was read is stale (another runner holds the run); nothing was written.
+        Ok(Err(if taken.is_some() {
+            Stopped::Idle
+        } else {
+            Stopped::Fenced
+        }))
+    }
+
+    /// Commit FSM `event` from the run's state with `progress`, under the fence; `None` when
+    /// the fence moved (nothing written).
+    pub(super) async fn advance(
+        &self,
+        run: &RunRow,
+        event: &str,
+        progress: &Progress,
+    ) -> Result<Option<RunRow>, RunnerError> {
+        self.advance_on(run, event, progress, "").await
+    }
+
+    /// [`Self::advance`] naming the capability of the step the transition concerns (a trace
+    /// field of the contract).
+    pub(super) async fn advance_on(
+        &self,
+        run: &RunRow,
+        event: &str,
+        progress: &Progress,
+        capability: &str,
+    ) -> Result<Option<RunRow>, RunnerError> {
+        let s = &self.service;
+        let mut tx = s.pool.begin().await?;
+        // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
+        // root: the root's row is locked first (lock order: root, then the run), the tree's
+        // totals checked against the root's budgets, and a descendant's consumption added to
+        // the root in this transaction.
+        let before = progress_of_row(run);
+        let (event, progress) = gate(&mut tx, run, &before, event, progress.clone()).await?;
+        let Some(edge) = s.fsm.next(&run.state, event) else {
+            // The rules only issue events the FSM has from the state; never commit another.
+            tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
+            return Err(RunnerError::Fenced);
+        };
+        let to = edge.to.clone();
+        let actor = if event == "verified_pass" || event == "verified_reject" {
+            VERIFIER_STAND_IN
+        } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
+            BUDGET_GOVERNOR
+        } else {
+            RUNNER_ACTOR
+        };
+        let checkpoint = s.checkpoint_with(run, run.version + 1, &to, &progress);
+        let after = runs::commit_with(
+            &mut *tx,
+            run,
+            &NewTransition {
+                source_state: &run.state,
+                target_state: &to,
+                trigger: event,
+                actor,
+                capability,
+            },
+            s.fsm.category(&to),
+            &checkpoint,
+            Some(&progress),
+            // The holder's commit is also its heartbeat.
+            Some(self.ttl()),
+        )
+        .await?;
+        let charged = tree::delta(&before.used, &progress.used);
+        if after.is_some() && run.root_run_id.is_some() && charged != [0; 4] {
+            crate::store::tree::charge(
+                &mut tx,
+                run.root(),
+                charged.map(|x| i64::try_from(x).unwrap_or(i64::MAX)),
+            )
+            .await?;
+        }
+        if let (Some(a), "step_result", false) = (&after, event, capability.is_empty()) {
+            // A model answer the run uses is a retrieved source (its digest only).
+            provenance::record_answer(
+                &mut tx,
+                a.id,
+                a.version,
+                capability,
+                progress.results.last(),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        if let Some(a) = &after {
+            tracing::info!(
+                run_id = %a.id,
+                workflow_version = %a.workflow_version,
+                state_schema_version = %a.state_schema_version,
+                source_state = %run.state,
+                target_state = %a.state,
+                trigger = event,
+                actor,
+                generation = a.generation,
+                checkpoint_id = a.version,
+                "transition committed"
+            );
+        }
+        Ok(after)
+    }
+}
