@@ -227,22 +227,27 @@ impl Browser {
         .await;
     }
 
-    /// The rendered text of what `css` selects (read in one step: the live list may replace
-    /// elements between two WebDriver commands).
+    /// The rendered text of what `css` selects, once it is there (a click's navigation may
+    /// still be loading); read in one step, since the live list may replace elements between
+    /// two WebDriver commands.
     pub async fn text(&self, css: &str) -> String {
         let css_json = Value::String(css.to_owned());
-        let v = self
-            .run(&format!(
-                "const e = document.querySelector({css_json}); return e === null ? null : e.innerText;"
-            ))
-            .await;
-        match v.as_str() {
-            Some(t) => t.to_owned(),
-            None => panic!(
-                "no element {css} at {}:\n{}",
-                self.url().await,
-                self.source().await
-            ),
+        let script = format!(
+            "const e = document.querySelector({css_json}); return e === null ? null : e.innerText;"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(t) = self.run(&script).await.as_str() {
+                return t.to_owned();
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "no element {css} at {}:\n{}",
+                    self.url().await,
+                    self.source().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
