@@ -1,17 +1,19 @@
 //! `lychd-console`: the operators' console, a small server-rendered web server over the
 //! offices' gRPC APIs (issue 29). It is a *client*: it holds no credential and no authority of
 //! its own. A person signs in with their own Ward credential, which is exchanged at once for a
-//! Ward session bound to the offices the console calls ([`ward::AUDIENCES`]) and then
+//! Ward session per office the console calls (each bound to that office alone) and then
 //! forgotten; the session stays server-side ([`sessions`]), the browser holds only an opaque
 //! random handle in an `HttpOnly; SameSite=Strict` cookie (`Secure` behind TLS), and every
 //! action is the person's own gRPC call, authorized by Ward as if made with grpcurl.
 //!
 //! Map: [`pages`] (the routes and what each does), [`view`] (what a consent shows), [`ward`]
-//! (the calls and refusals in plain words), [`sessions`] (handles and CSRF tokens), [`limit`]
+//! (the calls and refusals in plain words), [`hardware`] (the Orchestrator's and Dispatcher's
+//! read-only views), [`sessions`] (handles and CSRF tokens), [`limit`]
 //! (sign-in attempts), [`security`] (the headers every answer carries). Templates are in
 //! `templates/` (compiled and escaped by askama), the stylesheet and the one script in
 //! `static/`.
 
+pub mod hardware;
 pub mod limit;
 pub mod pages;
 pub mod security;
@@ -33,6 +35,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Ward's endpoint (`http://host:port`).
     pub ward: String,
+    /// The Orchestrator's endpoint (its pages say "not configured" without it).
+    pub orchestrator: Option<String>,
+    /// The Dispatcher's endpoint (likewise).
+    pub dispatcher: Option<String>,
     /// Mark the cookie `Secure` (the console is served to browsers over TLS, by a proxy).
     pub secure_cookie: bool,
     /// Sign-in attempts per client address per minute (the total is ten times this).
@@ -49,6 +55,8 @@ pub async fn serve(
     let (close, closing) = tokio::sync::watch::channel(false);
     let app = Arc::new(pages::App::new(
         ward::Ward::new(&config.ward).context("ward endpoint")?,
+        hardware::Hardware::new(config.orchestrator.as_deref(), config.dispatcher.as_deref())
+            .context("orchestrator or dispatcher endpoint")?,
         config.secure_cookie,
         limit::SignInLimit::new(
             config.signin_per_minute,

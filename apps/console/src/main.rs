@@ -31,6 +31,12 @@ enum Command {
             default_value = "http://127.0.0.1:50053"
         )]
         ward: String,
+        /// The Orchestrator's endpoint (transitions and containments pages).
+        #[arg(long, env = "LYCHD_CONSOLE_ORCHESTRATOR")]
+        orchestrator: Option<String>,
+        /// The Dispatcher's endpoint (leases page).
+        #[arg(long, env = "LYCHD_CONSOLE_DISPATCHER")]
+        dispatcher: Option<String>,
         /// Mark the session cookie `Secure` (set when browsers reach the console over TLS).
         #[arg(long, env = "LYCHD_CONSOLE_SECURE_COOKIE")]
         secure_cookie: bool,
@@ -72,6 +78,8 @@ fn main() -> ExitCode {
             Command::Serve {
                 listen,
                 ward,
+                orchestrator,
+                dispatcher,
                 secure_cookie,
                 signin_per_minute,
                 address_file,
@@ -79,6 +87,8 @@ fn main() -> ExitCode {
                 let config = lychd_console::Config {
                     listen,
                     ward,
+                    orchestrator,
+                    dispatcher,
                     secure_cookie,
                     signin_per_minute,
                     address_file,

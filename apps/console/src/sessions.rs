@@ -31,6 +31,9 @@ pub struct Session {
     /// The CSRF token every form of this session carries.
     pub csrf: String,
     token: String,
+    /// The person's session at each other office the console calls (each bound to that office
+    /// alone).
+    others: Vec<(&'static str, String)>,
     expires: Instant,
 }
 
@@ -38,6 +41,14 @@ impl Session {
     /// The Ward session token, for the person's own calls.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// The person's session token for `office`, when the console calls it.
+    pub fn token_for(&self, office: &str) -> Option<&str> {
+        self.others
+            .iter()
+            .find(|(o, _)| *o == office)
+            .map(|(_, t)| t.as_str())
     }
 
     pub fn live(&self, now: Instant) -> bool {
@@ -82,6 +93,7 @@ impl Sessions {
         principal: String,
         principal_id: String,
         token: String,
+        others: Vec<(&'static str, String)>,
         lifetime: Duration,
     ) -> Result<String, Full> {
         let now = Instant::now();
@@ -103,6 +115,7 @@ impl Sessions {
                 principal_id,
                 csrf: random_hex(),
                 token,
+                others,
                 expires: now + lifetime,
             }),
         );
@@ -158,6 +171,7 @@ mod tests {
                 "op".into(),
                 "id".into(),
                 "tok".into(),
+                vec![],
                 Duration::from_secs(60),
             )
             .expect("room");
@@ -171,7 +185,13 @@ mod tests {
     fn an_expired_session_is_gone() {
         let s = Sessions::new(4);
         let h = s
-            .open("op".into(), "id".into(), "tok".into(), Duration::ZERO)
+            .open(
+                "op".into(),
+                "id".into(),
+                "tok".into(),
+                vec![],
+                Duration::ZERO,
+            )
             .expect("room");
         assert!(s.get(&h).is_none());
         assert!(s.is_empty());
@@ -180,15 +200,33 @@ mod tests {
     #[test]
     fn the_store_is_bounded_and_makes_room_from_expired_sessions() {
         let s = Sessions::new(2);
-        s.open("a".into(), "1".into(), "t".into(), Duration::ZERO)
+        s.open("a".into(), "1".into(), "t".into(), vec![], Duration::ZERO)
             .expect("room");
-        s.open("b".into(), "2".into(), "t".into(), Duration::from_secs(60))
-            .expect("room");
-        s.open("c".into(), "3".into(), "t".into(), Duration::from_secs(60))
-            .expect("the expired one makes room");
+        s.open(
+            "b".into(),
+            "2".into(),
+            "t".into(),
+            vec![],
+            Duration::from_secs(60),
+        )
+        .expect("room");
+        s.open(
+            "c".into(),
+            "3".into(),
+            "t".into(),
+            vec![],
+            Duration::from_secs(60),
+        )
+        .expect("the expired one makes room");
         assert!(
-            s.open("d".into(), "4".into(), "t".into(), Duration::from_secs(60))
-                .is_err()
+            s.open(
+                "d".into(),
+                "4".into(),
+                "t".into(),
+                vec![],
+                Duration::from_secs(60)
+            )
+            .is_err()
         );
         assert_eq!(s.len(), 2);
     }
@@ -201,6 +239,7 @@ mod tests {
                 "op".into(),
                 "id".into(),
                 "very-secret".into(),
+                vec![],
                 Duration::from_secs(9),
             )
             .expect("room");

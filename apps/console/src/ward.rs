@@ -14,9 +14,6 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 use tonic_types::StatusExt;
 
-/// The offices a console session is bound to: only those it calls (ADR 0005).
-pub const AUDIENCES: &[&str] = &["ward"];
-
 /// The Ward office, as reached from the console.
 #[derive(Clone)]
 pub struct Ward {
@@ -46,7 +43,7 @@ impl Refusal {
         self.code == Code::Unauthenticated
     }
 
-    fn from_status(status: &Status) -> Self {
+    pub(crate) fn from_status(status: &Status) -> Self {
         let reason = status
             .get_details_error_info()
             .map(|i| i.reason)
@@ -106,6 +103,10 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
                 "Sign in again with your credential.",
             )
         }
+        "NOT_CONFIGURED" => (
+            "The console was started without this office's address.",
+            "Start it with the office's endpoint (--orchestrator, --dispatcher); lychd dev does.",
+        ),
         "STREAM_LIMIT_REACHED" | "STREAM_SHARE_REACHED" => (
             "Ward serves as many live views as it may.",
             "Close another open console page, or reload this one later.",
@@ -155,7 +156,7 @@ fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, Refusal>
     })
 }
 
-fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>, Refusal> {
+pub(crate) fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>, Refusal> {
     let mut request = tonic::Request::new(message);
     request.set_timeout(Duration::from_secs(10));
     request
@@ -177,12 +178,13 @@ impl Ward {
         WardClient::new(self.channel.clone())
     }
 
-    /// The person's credential for a session bound to the offices the console calls.
-    pub async fn exchange(&self, credential: &str) -> Result<Exchanged, Refusal> {
+    /// The person's credential for a session bound to `office` alone (ADR 0005): the console
+    /// holds one per office it calls, so no office can replay one at another.
+    pub async fn exchange(&self, credential: &str, office: &str) -> Result<Exchanged, Refusal> {
         let request = authorized(
             ExchangeCredentialRequest {
                 ttl_seconds: 0,
-                audiences: AUDIENCES.iter().map(|a| (*a).to_owned()).collect(),
+                audiences: vec![office.to_owned()],
             },
             credential,
         )?;

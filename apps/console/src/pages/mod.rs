@@ -10,6 +10,7 @@
 //! | `GET /consents/pending` | the same list alone (what the live script fetches) |
 //! | `POST /consents/{id}/decide` | `Decide` with the review digest that was displayed |
 //! | `GET /consents/history` | settled consents |
+//! | `GET /transitions`, `/containments`, `/leases` | read-only: the Orchestrator's transitions and containments (with what recovery needs), the Dispatcher's live leases |
 //! | `GET /events` | Server-Sent Events: one per consent change (`WatchConsents`) |
 //! | `GET /static/…`, `GET /healthz` | the stylesheet and script; liveness |
 
@@ -31,10 +32,12 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 mod consents;
+mod hardware;
 mod live;
 mod signin;
 
 use consents::{decide, history_page, pending_fragment, pending_page};
+use hardware::{containments_page, leases_page, transitions_page};
 use live::events;
 use signin::{signin, signin_page, signout};
 
@@ -55,6 +58,7 @@ const SCRIPT: &str = include_str!("../../static/live.js");
 
 pub struct App {
     ward: Ward,
+    hardware: crate::hardware::Hardware,
     sessions: Sessions,
     limit: SignInLimit,
     secure: bool,
@@ -67,12 +71,14 @@ pub struct App {
 impl App {
     pub fn new(
         ward: Ward,
+        hardware: crate::hardware::Hardware,
         secure: bool,
         limit: SignInLimit,
         closing: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         App {
             ward,
+            hardware,
             sessions: Sessions::new(MAX_SESSIONS),
             limit,
             secure,
@@ -109,6 +115,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/consents/history", get(history_page))
         .route("/consents/{id}/decide", post(decide))
         .route("/events", get(events))
+        .route("/transitions", get(transitions_page))
+        .route("/containments", get(containments_page))
+        .route("/leases", get(leases_page))
         .route(
             "/static/console.css",
             get(|| async { asset("text/css", CSS) }),

@@ -72,15 +72,29 @@ pub(super) async fn signin(
             "Paste your Ward credential to sign in.",
         );
     }
-    let exchanged = match app.ward.exchange(credential).await {
+    let exchanged = match app.ward.exchange(credential, "ward").await {
         Ok(e) => e,
         Err(refusal) => return signin_form(&app, status_of(&refusal), Some(&refusal), ""),
     };
+    // One session per further office, each bound to it alone; the console session lasts as
+    // long as the shortest of them.
+    let mut lifetime = exchanged.lifetime;
+    let mut others = Vec::new();
+    for office in app.hardware.offices() {
+        match app.ward.exchange(credential, office).await {
+            Ok(e) => {
+                lifetime = lifetime.min(e.lifetime);
+                others.push((office, e.token));
+            }
+            Err(refusal) => return signin_form(&app, status_of(&refusal), Some(&refusal), ""),
+        }
+    }
     let handle = match app.sessions.open(
         exchanged.principal,
         exchanged.principal_id,
         exchanged.token,
-        exchanged.lifetime,
+        others,
+        lifetime,
     ) {
         Ok(h) => h,
         Err(_) => {
@@ -96,7 +110,7 @@ pub(super) async fn signin(
     let h = response.headers_mut();
     h.append(
         header::SET_COOKIE,
-        app.cookie(COOKIE, &handle, Some(exchanged.lifetime.as_secs())),
+        app.cookie(COOKIE, &handle, Some(lifetime.as_secs())),
     );
     h.append(header::SET_COOKIE, app.cookie(PRE_COOKIE, "", Some(0)));
     response

@@ -111,6 +111,7 @@ async fn the_console_in_a_real_browser() {
     };
 
     sign_in(&mut walk).await;
+    the_hardware_pages_read_with_the_persons_own_sessions(&mut walk).await;
     a_proposal_appears_and_its_approval_is_consumed_by_the_agent(&mut walk).await;
     page_weight(&mut walk).await;
     a_verdict_on_a_binding_other_than_the_displayed_one_is_refused(&mut walk).await;
@@ -174,6 +175,38 @@ async fn sign_in(walk: &mut Walk) {
     assert_eq!(handle.len(), 64, "an opaque random handle");
     assert!(handle.chars().all(|c| c.is_ascii_hexdigit()));
     walk.look("02-pending-empty").await;
+}
+
+/// Transitions, containments and leases: read-only, each with the operator's own session for
+/// that office (no refusal: the dev operator may read them); then back to the live list.
+async fn the_hardware_pages_read_with_the_persons_own_sessions(walk: &mut Walk) {
+    for (n, (link, title)) in [
+        ("transitions", "Transitions"),
+        ("containments", "Containments"),
+        ("leases", "Leases"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        walk.browser.click(&format!("nav a[href='/{link}']")).await;
+        assert_eq!(walk.browser.text("h1").await, title);
+        assert_eq!(
+            walk.browser
+                .run("return document.getElementById('refusal') === null;")
+                .await,
+            serde_json::Value::Bool(true),
+            "{link}: {}",
+            walk.browser.source().await
+        );
+        walk.look(&format!("02{}-{link}", ["a", "b", "c"][n])).await;
+    }
+    walk.browser.click("nav a[href='/consents']").await;
+    walk.browser
+        .wait_until(
+            "return document.getElementById('pending') !== null && document.getElementById('pending').getAttribute('data-live') === 'open';",
+            Duration::from_secs(10),
+        )
+        .await;
 }
 
 async fn a_proposal_appears_and_its_approval_is_consumed_by_the_agent(walk: &mut Walk) {
@@ -391,10 +424,14 @@ async fn a_principal_without_approve_power_sees_the_refusal(walk: &mut Walk) {
     );
     walk.look("11-no-approve-power").await;
     assert_eq!(walk.stack.state_of(&id).await, ConsentState::Pending);
+    // Nor may it read the Dispatcher's leases: Ward's refusal, in plain words.
+    walk.browser.click("nav a[href='/leases']").await;
+    assert_eq!(walk.browser.text("#reason").await, "NO_ASSIGNMENT");
+    walk.look("12-leases-refused").await;
 }
 
 fn no_token_appears_in_any_page_or_url(walk: &Walk, handle: &str) {
-    assert!(walk.seen.len() >= 11);
+    assert!(walk.seen.len() >= 15);
     for (url, source) in &walk.seen {
         for secret in SECRET_PREFIXES
             .iter()

@@ -4,11 +4,13 @@
 //! port offset from the base port when that is free, else on any free port; the address it
 //! bound is in `dev/console.address`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use lychd_runtime::Office;
 
 use super::configuration::{Layout, loopback_url};
 use super::supervision::CONSOLE;
@@ -27,18 +29,19 @@ pub(super) struct Console {
 }
 
 impl Console {
-    /// Start the console against Ward on `ward_port` and wait until it listens.
+    /// Start the console against the offices on `ports` (Ward, the Orchestrator and the
+    /// Dispatcher) and wait until it listens.
     pub async fn start(
         bin_dir: &Path,
         layout: &Layout,
         base_port: u16,
-        ward_port: u16,
+        ports: &BTreeMap<Office, u16>,
     ) -> anyhow::Result<Self> {
         let preferred = base_port.saturating_add(PORT_OFFSET);
-        match Self::spawn(bin_dir, layout, preferred, ward_port).await {
+        match Self::spawn(bin_dir, layout, preferred, ports).await {
             Ok(console) => Ok(console),
             // Taken between the check and the bind, or by anyone else: any free port.
-            Err(_) if preferred != 0 => Self::spawn(bin_dir, layout, 0, ward_port).await,
+            Err(_) if preferred != 0 => Self::spawn(bin_dir, layout, 0, ports).await,
             Err(e) => Err(e),
         }
     }
@@ -47,7 +50,7 @@ impl Console {
         bin_dir: &Path,
         layout: &Layout,
         port: u16,
-        ward_port: u16,
+        ports: &BTreeMap<Office, u16>,
     ) -> anyhow::Result<Self> {
         let address = layout.console_address();
         let _ = std::fs::remove_file(&address);
@@ -60,7 +63,11 @@ impl Console {
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--ward")
-            .arg(loopback_url(ward_port))
+            .arg(loopback_url(ports[&Office::Ward]))
+            .arg("--orchestrator")
+            .arg(loopback_url(ports[&Office::Orchestrator]))
+            .arg("--dispatcher")
+            .arg(loopback_url(ports[&Office::Dispatcher]))
             .arg("--address-file")
             .arg(&address)
             .stdin(Stdio::null())

@@ -126,14 +126,7 @@ async fn run_offices(
     let ports = &sets[0];
     // The operators' console, a client like grpcurl: it runs once Ward serves, before the
     // endpoints file says the stack is up.
-    let console = match console::Console::start(
-        bin_dir,
-        layout,
-        args.base_port,
-        ports[&Office::Ward],
-    )
-    .await
-    {
+    let console = match console::Console::start(bin_dir, layout, args.base_port, ports).await {
         Ok(c) => c,
         Err(e) => {
             supervision::stop_all(&mut offices).await;
