@@ -5,7 +5,14 @@
   "use strict";
   var list = document.getElementById("pending");
   if (!list || !window.EventSource || !window.fetch) return;
-  var busy = false, again = false;
+  var busy = false, again = false, last = null;
+  // Keyboard focus survives a refresh: the same button of the same consent is focused again.
+  function focused() {
+    var a = document.activeElement;
+    if (!a || !list.contains(a) || a.tagName !== "BUTTON") return null;
+    var article = a.closest("article");
+    return article ? "#" + article.id + " button." + a.className : null;
+  }
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
@@ -16,8 +23,15 @@
         return r.text();
       })
       .then(function (html) {
+        if (html === last) return;
+        last = html;
+        var keep = focused();
         list.innerHTML = html;
         list.setAttribute("data-refreshed", String(Date.now()));
+        if (keep) {
+          var again = document.querySelector(keep);
+          if (again) again.focus();
+        }
       })
       .catch(function () {})
       .then(function () {

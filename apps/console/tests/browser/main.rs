@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use http::Method;
 use lychd_proto::ward::v1::ConsentState;
 use stack::{Agent, Stack};
-use webdriver::{Browser, http};
+use webdriver::{Browser, ENTER, http};
 
 /// What every page and URL seen is checked for: Ward's credential and session token prefixes.
 const SECRET_PREFIXES: [&str; 2] = ["lwc_", "lws_"];
@@ -304,12 +304,26 @@ async fn a_consent_settled_since_display_is_refused_never_approved(walk: &mut Wa
 
 async fn deny(walk: &mut Walk) {
     let (id, digest) = walk.proposal_appears("call-deny").await;
+    // By keyboard alone: Tab to the consent's Deny button, Enter; another proposal arriving
+    // meanwhile refreshes the list, and the focus stays on that button.
     walk.browser
-        .click(&format!("#consent-{id} button.deny"))
+        .tab_to(&format!("#consent-{id} button.deny"))
         .await;
+    let (other, _) = walk.proposal_appears("call-while-focused").await;
+    assert_eq!(
+        walk.browser
+            .run(&format!(
+                "return document.activeElement === document.querySelector('#consent-{id} button.deny');"
+            ))
+            .await,
+        serde_json::Value::Bool(true),
+        "the focus survives a live refresh"
+    );
+    walk.browser.keys(ENTER).await;
     assert_eq!(walk.browser.text("#outcome").await, "Denied");
     assert_eq!(walk.browser.text("#state").await, "denied");
     walk.look("07-denied").await;
+    assert_eq!(walk.stack.state_of(&other).await, ConsentState::Pending);
     let refused = walk.agent.consume(&id, &digest).await.expect_err("denied");
     assert_eq!(refused, "CONSENT_NOT_GRANTED");
     walk.browser
@@ -397,9 +411,11 @@ async fn sign_out_ends_access_at_once(walk: &mut Walk) -> String {
 
 async fn a_principal_without_approve_power_sees_the_refusal(walk: &mut Walk) {
     let reviewer = walk.stack.reviewer("reviewer-e2e").await;
+    // By keyboard alone: Tab to the credential field, type it, Enter.
     let b = &walk.browser;
-    b.type_into("#credential", &reviewer).await;
-    b.click("#signin").await;
+    b.tab_to("#credential").await;
+    b.keys(&reviewer).await;
+    b.keys(ENTER).await;
     b.wait_until(
         "return location.pathname === '/consents';",
         Duration::from_secs(10),

@@ -13,6 +13,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
+/// WebDriver's Tab and Enter keys.
+pub const TAB: &str = "\u{E004}";
+pub const ENTER: &str = "\u{E007}";
+
 /// The W3C key of an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -259,6 +263,40 @@ impl Browser {
             Some(json!({"script": script, "args": []})),
         )
         .await
+    }
+
+    /// Press `keys` on the keyboard, one after another (WebDriver key codes: `\u{E004}` Tab,
+    /// `\u{E007}` Enter), as a person would.
+    pub async fn keys(&self, keys: &str) {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|k| {
+                [
+                    json!({"type": "keyDown", "value": k.to_string()}),
+                    json!({"type": "keyUp", "value": k.to_string()}),
+                ]
+            })
+            .collect();
+        self.call(
+            Method::POST,
+            &self.at("/actions"),
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})),
+        )
+        .await;
+    }
+
+    /// Press Tab until `css` has the focus (at most 40 times).
+    pub async fn tab_to(&self, css: &str) {
+        let css_json = Value::String(css.to_owned());
+        let script =
+            format!("return document.activeElement === document.querySelector({css_json});");
+        for _ in 0..40 {
+            if self.run(&script).await == Value::Bool(true) {
+                return;
+            }
+            self.keys(TAB).await;
+        }
+        panic!("Tab never reached {css}");
     }
 
     pub async fn cookies(&self) -> Vec<Value> {
