@@ -4,7 +4,8 @@
 //! agent's `ConsumeConsent` succeeds; a consent whose binding is not the one displayed is
 //! refused on approve, as is one settled since display; deny; a principal without approve power
 //! sees Ward's refusal; a forged form without the CSRF token is refused; sign-out ends access at
-//! once; no credential or token appears in any page or URL. A screenshot of each page is written
+//! once, and so does Ward ending the person's sessions; no credential or token appears in any
+//! page or URL. A screenshot of each page is written
 //! to `target/console-browser/`. A missing chromium fails the test with how to install it.
 
 mod stack;
@@ -410,7 +411,7 @@ async fn sign_out_ends_access_at_once(walk: &mut Walk) -> String {
 }
 
 async fn a_principal_without_approve_power_sees_the_refusal(walk: &mut Walk) {
-    let reviewer = walk.stack.reviewer("reviewer-e2e").await;
+    let (reviewer_id, reviewer) = walk.stack.reviewer("reviewer-e2e").await;
     // By keyboard alone: Tab to the credential field, type it, Enter.
     let b = &walk.browser;
     b.tab_to("#credential").await;
@@ -444,6 +445,24 @@ async fn a_principal_without_approve_power_sees_the_refusal(walk: &mut Walk) {
     walk.browser.click("nav a[href='/leases']").await;
     assert_eq!(walk.browser.text("#reason").await, "NO_ASSIGNMENT");
     walk.look("12-leases-refused").await;
+    // Ward ends the person's sessions (the principal is revoked): the console's ends with them
+    // on the next request, and the page goes back to sign-in.
+    walk.stack.revoke(&reviewer_id).await;
+    walk.browser.click("nav a[href='/consents']").await;
+    walk.browser
+        .wait_until(
+            "return location.pathname === '/signin';",
+            Duration::from_secs(10),
+        )
+        .await;
+    walk.browser
+        .goto(&format!("{}consents/history", walk.stack.console_url))
+        .await;
+    assert!(
+        walk.browser.url().await.ends_with("/signin"),
+        "the console session is gone"
+    );
+    walk.look("13-revoked").await;
 }
 
 fn no_token_appears_in_any_page_or_url(walk: &Walk, handle: &str) {

@@ -11,6 +11,7 @@ use lychd_proto::ward::v1::{
     AssignRequest, CancelForRunRequest, Consent, ConsentState, ConsumeConsentRequest,
     CredentialKind, EffectClass, EnrollPrincipalRequest, ExchangeCredentialRequest,
     IssueCredentialRequest, ListConsentsRequest, PrincipalKind, ProposeEffectRequest,
+    RevokeRequest, revoke_request,
 };
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -196,11 +197,23 @@ impl Stack {
         }
     }
 
-    /// A human who may review every consent and approve none; returns its credential.
-    pub async fn reviewer(&self, name: &str) -> String {
+    /// A human who may review every consent and approve none; returns its id and credential.
+    pub async fn reviewer(&self, name: &str) -> (String, String) {
         self.enrol(PrincipalKind::Human, name, &[("ward:review", "consent:*")])
             .await
-            .1
+    }
+
+    /// The operator revokes principal `id` (every credential and session of it) at Ward.
+    pub async fn revoke(&self, id: &str) {
+        self.client()
+            .revoke(request(
+                RevokeRequest {
+                    target: Some(revoke_request::Target::PrincipalId(id.to_owned())),
+                },
+                &self.operator_token,
+            ))
+            .await
+            .expect("revoke");
     }
 
     /// Where consent `id` stands, as the operator sees it with its own session.
