@@ -94,6 +94,9 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // Its own process group, which the chromium it starts joins: a failed test ends
+            // the whole group (`Drop`), leaving no browser behind.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("start chromedriver");
@@ -328,8 +331,18 @@ impl Browser {
         }
     }
 
-    pub async fn quit(mut self) {
+    pub async fn quit(self) {
         self.call(Method::DELETE, &self.at(""), None).await;
-        let _ = self.driver.kill().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }
