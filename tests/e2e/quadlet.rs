@@ -6,6 +6,9 @@
 //! mounted Podman secrets (exactly the files its shipped configuration names) and never through
 //! the environment, publishes its port on loopback only, and starts after PostgreSQL, its
 //! migration and Ward; PostgreSQL is on the internal network alone; the target starts them all.
+//! The operators' console (`lychd-console.container`) keeps the same container basics, holds no
+//! secret and mounts nothing (it has no credential of its own), is not on the internal network,
+//! publishes exactly `127.0.0.1:50080`, starts after Ward and is started by the target.
 //! A copy with one invariant broken must fail the check (`each_broken_invariant_is_caught`).
 
 use std::collections::BTreeSet;
@@ -24,6 +27,9 @@ const INTERNAL: &str = "lychd-internal.network";
 const POSTGRES: &str = "lychd-postgres.service";
 const PROVISION: &str = "lychd-provision.service";
 const WARD: &str = "lychd-ward.service";
+const CONSOLE: &str = "lychd-console.container";
+/// The console's published port (`lychd-console serve`'s default).
+const CONSOLE_PORT: u16 = 50080;
 
 /// Names that carry a secret when they appear in an environment variable.
 fn secret_like(s: &str) -> bool {
@@ -177,7 +183,7 @@ fn check(dir: &Path) -> Vec<String> {
             continue;
         };
         let office = stem.strip_suffix("-migrate").unwrap_or(stem);
-        if !offices.contains(office) && !["postgres", "provision"].contains(&office) {
+        if !offices.contains(office) && !["postgres", "provision", "console"].contains(&office) {
             p.push(format!("{name}: no office `{office}` in Office::ALL"));
         }
     }
@@ -248,6 +254,11 @@ fn check(dir: &Path) -> Vec<String> {
         }
     }
 
+    in_target("lychd-console.service", &mut p);
+    if let Some(c) = get(CONSOLE, &mut p) {
+        console(c, &mut p);
+    }
+
     for office in Office::ALL {
         let n = office.name();
         let binary = office.binary();
@@ -313,6 +324,38 @@ fn check(dir: &Path) -> Vec<String> {
         }
     }
     p
+}
+
+/// The console: a client holding no secret, on loopback, after Ward.
+fn console(c: &Unit, p: &mut Vec<String>) {
+    runs(CONSOLE, c, "Exec", "lychd-console", "serve", p);
+    runs(CONSOLE, c, "HealthCmd", "lychd-console", "healthcheck", p);
+    if c.one("Container", "Notify") != Some("healthy") {
+        p.push(format!("{CONSOLE}: Notify=healthy missing"));
+    }
+    if !c.all("Container", "Secret").is_empty() {
+        p.push(format!(
+            "{CONSOLE}: mounts a secret (the console holds no credential of its own)"
+        ));
+    }
+    if !c.all("Container", "Volume").is_empty() {
+        p.push(format!(
+            "{CONSOLE}: mounts a volume (it needs no file of its own)"
+        ));
+    }
+    if c.all("Container", "Network").contains(&INTERNAL) {
+        p.push(format!(
+            "{CONSOLE}: on {INTERNAL} (it talks to offices, never to PostgreSQL)"
+        ));
+    }
+    let published = c.all("Container", "PublishPort");
+    let want = format!("127.0.0.1:{CONSOLE_PORT}:{CONSOLE_PORT}");
+    if published != [want.as_str()] {
+        p.push(format!(
+            "{CONSOLE}: publishes {published:?}, want exactly {want}"
+        ));
+    }
+    depends_on(CONSOLE, c, &[WARD], p);
 }
 
 #[test]
@@ -455,6 +498,30 @@ fn each_broken_invariant_is_caught() {
                 })
             },
             "lychd-provision.container: no Secret=lychd-runner-app-password",
+        ),
+        (
+            "a secret given to the console",
+            |d| {
+                edit(d, CONSOLE, |t| {
+                    t.replace(
+                        "[Container]\n",
+                        "[Container]\nSecret=lychd-ward-credential,type=mount,uid=10001,gid=10001,mode=0400\n",
+                    )
+                })
+            },
+            "lychd-console.container: mounts a secret",
+        ),
+        (
+            "the console published beyond loopback",
+            |d| {
+                edit(d, CONSOLE, |t| {
+                    t.replace(
+                        "PublishPort=127.0.0.1:50080:50080",
+                        "PublishPort=50080:50080",
+                    )
+                })
+            },
+            "lychd-console.container: PublishPort=50080:50080 is not on loopback",
         ),
         (
             "not started by the target",

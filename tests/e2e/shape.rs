@@ -808,3 +808,63 @@ fn use_trees_and_paths_resolve_to_modules() {
         .collect()
     );
 }
+
+/// Every way `dir` (a client crate) could link an office: a dependency on an office crate or on
+/// the office runtime or auth crates (which hold an office's configuration and credentials), or
+/// a path into one in its sources.
+fn client_links_an_office(dir: &Path) -> Vec<String> {
+    let mut p = Vec::new();
+    let forbidden: Vec<String> = Office::ALL
+        .iter()
+        .map(|o| {
+            o.binary()
+                .replace("lychd-helmloop", "lychd-helmloop-service")
+        })
+        .chain(["lychd-runtime".to_owned(), "lychd-auth".to_owned()])
+        .collect();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+    for line in manifest.lines() {
+        let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+        if forbidden.iter().any(|f| f == name) {
+            p.push(format!("{}: depends on {name}", dir.display()));
+        }
+    }
+    for file in rust_files(&dir.join("src")) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for crate_name in &forbidden {
+            let path = format!("{}::", crate_name.replace('-', "_"));
+            if text.contains(&path) {
+                p.push(format!("{}: names {path}", file.display()));
+            }
+        }
+    }
+    p
+}
+
+/// The operators' console is a client: it links no office crate and neither the runtime nor
+/// the auth crate, only the generated clients of `lychd-proto` (ARCHITECTURE.md).
+#[test]
+fn the_console_links_no_office() {
+    let problems = client_links_an_office(&root().join("apps/console"));
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(dir.path().join("src")).expect("src");
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[dependencies]\nlychd-ward.workspace = true\nlychd-proto.workspace = true\n",
+    )
+    .expect("manifest");
+    std::fs::write(
+        dir.path().join("src/lib.rs"),
+        "fn f() { lychd_auth::admin::exchange(); }\n",
+    )
+    .expect("lib");
+    let problems = client_links_an_office(dir.path());
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].ends_with("depends on lychd-ward"),
+        "{problems:#?}"
+    );
+    assert!(problems[1].ends_with("names lychd_auth::"), "{problems:#?}");
+}

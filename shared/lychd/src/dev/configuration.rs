@@ -117,6 +117,16 @@ impl Layout {
         self.replica_log(office, 0)
     }
 
+    /// Where the console writes its address once it listens (`dev/console.address`).
+    pub fn console_address(&self) -> PathBuf {
+        self.dev.join("console.address")
+    }
+
+    /// The console's log.
+    pub fn console_log(&self) -> PathBuf {
+        self.logs.join("console.log")
+    }
+
     /// Replica `replica`'s configuration (the first replica's is [`Layout::config`]; the
     /// second's `<office>.2.toml`, …).
     pub fn replica_config(&self, office: Office, replica: usize) -> PathBuf {

@@ -6,6 +6,7 @@
 mod bootstrap;
 mod cluster;
 mod configuration;
+mod console;
 mod summary;
 mod supervision;
 
@@ -123,6 +124,16 @@ async fn run_offices(
     };
 
     let ports = &sets[0];
+    // The operators' console, a client like grpcurl: it runs once Ward serves, before the
+    // endpoints file says the stack is up.
+    let console = match console::Console::start(bin_dir, layout, args.base_port, ports).await {
+        Ok(c) => c,
+        Err(e) => {
+            supervision::stop_all(&mut offices).await;
+            host.stop().await;
+            return Err(e);
+        }
+    };
     std::fs::write(&layout.replicas, configuration::replicas_json(&sets)?)?;
     std::fs::write(&layout.endpoints, configuration::endpoints_json(ports)?)?;
     print!(
@@ -135,12 +146,14 @@ async fn run_offices(
             configuration::OPERATOR_SESSION
         )
     );
+    print!("{}", summary::console(layout, &console.url));
 
     if sets.len() > 1 {
         print!("{}", summary::replicas(&sets));
     }
 
     supervision::supervise(&mut offices).await;
+    console.stop(layout).await;
     supervision::stop_all(&mut offices).await;
     host.stop().await;
     let _ = std::fs::remove_file(&layout.endpoints);

@@ -91,6 +91,15 @@ pub(super) fn summary(
     lines.join("\n") + "\n"
 }
 
+/// Where the operators' console is, printed after the summary.
+pub(super) fn console(layout: &Layout, url: &str) -> String {
+    format!(
+        "console       {url}  (sign in with the credential in {}; it holds none of its own; log: {})\n",
+        layout.operator_credential.display(),
+        layout.console_log().display()
+    )
+}
+
 /// The replicas, printed after the summary when there is more than one: each office's
 /// addresses in order (the first is the one `endpoints.json` names).
 pub(super) fn replicas(sets: &[BTreeMap<Office, u16>]) -> String {

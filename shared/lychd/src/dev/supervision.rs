@@ -31,6 +31,8 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// they are built first (unless `no_build`) so the stack never runs stale offices.
 /// The simulated host's binary (`shared/simllama`), built and found with the offices'.
 pub(super) const SIMHOST: &str = "lychd-simhost";
+/// The operators' console's binary (`apps/console`), a client of the offices.
+pub(super) const CONSOLE: &str = "lychd-console";
 
 pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
@@ -46,6 +48,7 @@ pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
             cmd.arg("--bin").arg(office.binary());
         }
         cmd.arg("--bin").arg(SIMHOST);
+        cmd.arg("--bin").arg(CONSOLE);
         println!("building office binaries");
         let status = cmd.status().context("run cargo build")?;
         if !status.success() {
@@ -55,7 +58,7 @@ pub(super) fn office_bin_dir(no_build: bool) -> anyhow::Result<PathBuf> {
     for name in Office::ALL
         .iter()
         .map(|o| o.binary())
-        .chain([SIMHOST.to_owned()])
+        .chain([SIMHOST.to_owned(), CONSOLE.to_owned()])
     {
         let bin = dir.join(name);
         if !bin.is_file() {

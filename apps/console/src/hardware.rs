@@ -1,0 +1,220 @@
+//! Read-only views of the hardware offices, each through the person's own session bound to that
+//! office: the Orchestrator's transitions and containments, the Dispatcher's leases.
+
+use std::time::Duration;
+
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
+use lychd_proto::dispatcher::v1::{LeaseInfo, LeaseState, ListLeasesRequest};
+use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
+use lychd_proto::orchestrator::v1::{
+    Containment, ListContainmentsRequest, ListTransitionsRequest, Transition, TransitionPhase,
+};
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::view::instant;
+use crate::ward::{Refusal, authorized, explain};
+
+pub const ORCHESTRATOR: &str = "orchestrator";
+pub const DISPATCHER: &str = "dispatcher";
+
+/// The hardware offices the console was given the address of.
+#[derive(Clone, Default)]
+pub struct Hardware {
+    orchestrator: Option<Channel>,
+    dispatcher: Option<Channel>,
+}
+
+fn channel(endpoint: Option<&str>) -> anyhow::Result<Option<Channel>> {
+    endpoint
+        .map(|e| {
+            Ok(Endpoint::from_shared(e.to_owned())?
+                .connect_timeout(Duration::from_secs(5))
+                .connect_lazy())
+        })
+        .transpose()
+}
+
+fn not_configured() -> Refusal {
+    let (words, next) = explain(Code::Unavailable, "NOT_CONFIGURED");
+    Refusal {
+        code: Code::Unavailable,
+        reason: "NOT_CONFIGURED".into(),
+        words,
+        next,
+    }
+}
+
+/// A person signed in before the office was configured has no session for it.
+fn no_session() -> Refusal {
+    let (words, next) = explain(Code::Unauthenticated, "SESSION_UNKNOWN");
+    Refusal {
+        code: Code::Unauthenticated,
+        reason: "SESSION_UNKNOWN".into(),
+        words,
+        next,
+    }
+}
+
+impl Hardware {
+    pub fn new(orchestrator: Option<&str>, dispatcher: Option<&str>) -> anyhow::Result<Self> {
+        Ok(Hardware {
+            orchestrator: channel(orchestrator)?,
+            dispatcher: channel(dispatcher)?,
+        })
+    }
+
+    /// The offices besides Ward a signed-in person needs a session for.
+    pub fn offices(&self) -> Vec<&'static str> {
+        let mut o = Vec::new();
+        if self.orchestrator.is_some() {
+            o.push(ORCHESTRATOR);
+        }
+        if self.dispatcher.is_some() {
+            o.push(DISPATCHER);
+        }
+        o
+    }
+
+    pub async fn transitions(&self, token: Option<&str>) -> Result<Vec<TransitionView>, Refusal> {
+        let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            ListTransitionsRequest { page: None },
+            token.ok_or_else(no_session)?,
+        )?;
+        let list = OrchestratorClient::new(channel)
+            .list_transitions(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .transitions;
+        Ok(list.iter().map(TransitionView::from).collect())
+    }
+
+    pub async fn containments(&self, token: Option<&str>) -> Result<Vec<ContainmentView>, Refusal> {
+        let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            ListContainmentsRequest {
+                include_recovered: true,
+            },
+            token.ok_or_else(no_session)?,
+        )?;
+        let list = OrchestratorClient::new(channel)
+            .list_containments(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .containments;
+        Ok(list.iter().map(ContainmentView::from).collect())
+    }
+
+    pub async fn leases(&self, token: Option<&str>) -> Result<Vec<LeaseView>, Refusal> {
+        let channel = self.dispatcher.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            ListLeasesRequest {
+                animators: Vec::new(),
+                include_inactive: false,
+                page: None,
+                request_id: String::new(),
+            },
+            token.ok_or_else(no_session)?,
+        )?;
+        let list = DispatcherClient::new(channel)
+            .list_leases(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .leases;
+        Ok(list.iter().map(LeaseView::from).collect())
+    }
+}
+
+pub struct TransitionView {
+    pub id: String,
+    pub capability: String,
+    pub priority: u32,
+    pub phase: String,
+    pub settled: bool,
+    pub detail: String,
+    pub requested_at: String,
+}
+
+impl From<&Transition> for TransitionView {
+    fn from(t: &Transition) -> Self {
+        TransitionView {
+            id: t.transition_id.clone(),
+            capability: t.capability_key.clone(),
+            priority: t.priority,
+            phase: TransitionPhase::try_from(t.phase)
+                .map(|p| {
+                    p.as_str_name()
+                        .trim_start_matches("TRANSITION_PHASE_")
+                        .to_lowercase()
+                        .replace('_', " ")
+                })
+                .unwrap_or_else(|_| "unknown".into()),
+            settled: t.settled,
+            detail: t.detail.clone(),
+            requested_at: instant(t.requested_at.as_ref()),
+        }
+    }
+}
+
+pub struct ContainmentView {
+    pub id: i64,
+    pub transition: String,
+    pub cause: String,
+    pub affected: String,
+    pub expected_active: String,
+    pub target: String,
+    pub capability: String,
+    pub recorded_at: String,
+    pub recovered_at: String,
+    pub guard_armed: bool,
+}
+
+impl From<&Containment> for ContainmentView {
+    fn from(c: &Containment) -> Self {
+        ContainmentView {
+            id: c.containment_id,
+            transition: c.transition_id.clone(),
+            cause: c.cause.clone(),
+            affected: c.affected.join(", "),
+            expected_active: c.expected_active.join(", "),
+            target: c.target_animator.clone(),
+            capability: c.capability_key.clone(),
+            recorded_at: instant(c.recorded_at.as_ref()),
+            recovered_at: instant(c.recovered_at.as_ref()),
+            guard_armed: c.runtime_guard_armed,
+        }
+    }
+}
+
+pub struct LeaseView {
+    pub id: String,
+    pub capability: String,
+    pub animator: String,
+    pub holder: String,
+    pub state: &'static str,
+    pub issued_at: String,
+    pub expires_at: String,
+}
+
+impl From<&LeaseInfo> for LeaseView {
+    fn from(l: &LeaseInfo) -> Self {
+        LeaseView {
+            id: l.lease_id.clone(),
+            capability: l.capability_key.clone(),
+            animator: l.animator.clone(),
+            holder: l.holder.clone(),
+            state: match LeaseState::try_from(l.state) {
+                Ok(LeaseState::Active) => "active",
+                Ok(LeaseState::Expired) => "expired",
+                Ok(LeaseState::Released) => "released",
+                _ => "unknown",
+            },
+            issued_at: instant(l.issued_at.as_ref()),
+            expires_at: instant(l.expires_at.as_ref()),
+        }
+    }
+}
