@@ -65,13 +65,23 @@ impl Driver {
         capability: &str,
     ) -> Result<Option<RunRow>, RunnerError> {
         let s = &self.service;
-        let mut tx = s.pool.begin().await?;
+        let before = progress_of_row(run);
         // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
         // root: the root's row is locked first (lock order: root, then the run), the tree's
         // totals checked against the root's budgets, and a descendant's consumption added to
-        // the root in this transaction.
-        let before = progress_of_row(run);
-        let (event, progress) = gate(&mut tx, run, &before, event, progress.clone()).await?;
+        // the root in this transaction; a model answer's provenance is written in it too. Any
+        // other commit is its one statement alone (one round trip).
+        let consumes = tree::delta(&before.used, &progress.used) != [0; 4];
+        let answer = event == "step_result" && !capability.is_empty();
+        let mut tx = if consumes || answer {
+            Some(s.pool.begin().await?)
+        } else {
+            None
+        };
+        let (event, progress) = match tx.as_mut() {
+            Some(tx) => gate(tx, run, &before, event, progress.clone()).await?,
+            None => (event, progress.clone()),
+        };
         let Some(edge) = s.fsm.next(&run.state, event) else {
             // The rules only issue events the FSM has from the state; never commit another.
             tracing::error!(run = %run.id, state = %run.state, event, "no FSM edge; not committing");
@@ -86,21 +96,38 @@ impl Driver {
             RUNNER_ACTOR
         };
         let checkpoint = s.checkpoint_with(run, run.version + 1, &to, &progress);
+        let t = NewTransition {
+            source_state: &run.state,
+            target_state: &to,
+            trigger: event,
+            actor,
+            capability,
+        };
+        let category = s.fsm.category(&to);
+        // The holder's commit is also its heartbeat.
+        let renew = Some(self.ttl());
+        let Some(mut tx) = tx.take() else {
+            let after = runs::commit_with(
+                &s.pool,
+                run,
+                &t,
+                category,
+                &checkpoint,
+                Some(&progress),
+                renew,
+            )
+            .await?;
+            log_committed(run, after.as_ref(), event, actor);
+            return Ok(after);
+        };
         let after = runs::commit_with(
             &mut *tx,
             run,
-            &NewTransition {
-                source_state: &run.state,
-                target_state: &to,
-                trigger: event,
-                actor,
-                capability,
-            },
-            s.fsm.category(&to),
+            &t,
+            category,
             &checkpoint,
             Some(&progress),
-            // The holder's commit is also its heartbeat.
-            Some(self.ttl()),
+            renew,
         )
         .await?;
         let charged = tree::delta(&before.used, &progress.used);
@@ -112,7 +139,7 @@ impl Driver {
             )
             .await?;
         }
-        if let (Some(a), "step_result", false) = (&after, event, capability.is_empty()) {
+        if let (Some(a), true) = (&after, answer) {
             // A model answer the run uses is a retrieved source (its digest only).
             provenance::record_answer(
                 &mut tx,
@@ -124,20 +151,25 @@ impl Driver {
             .await?;
         }
         tx.commit().await?;
-        if let Some(a) = &after {
-            tracing::info!(
-                run_id = %a.id,
-                workflow_version = %a.workflow_version,
-                state_schema_version = %a.state_schema_version,
-                source_state = %run.state,
-                target_state = %a.state,
-                trigger = event,
-                actor,
-                generation = a.generation,
-                checkpoint_id = a.version,
-                "transition committed"
-            );
-        }
+        log_committed(run, after.as_ref(), event, actor);
         Ok(after)
+    }
+}
+
+/// The log event of a committed transition (its trace fields are on its span).
+fn log_committed(run: &RunRow, after: Option<&RunRow>, event: &str, actor: &str) {
+    if let Some(a) = after {
+        tracing::info!(
+            run_id = %a.id,
+            workflow_version = %a.workflow_version,
+            state_schema_version = %a.state_schema_version,
+            source_state = %run.state,
+            target_state = %a.state,
+            trigger = event,
+            actor,
+            generation = a.generation,
+            checkpoint_id = a.version,
+            "transition committed"
+        );
     }
 }
