@@ -773,6 +773,7 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
         offices_up,
         [
             "lychd-archive",
+            "lychd-console",
             "lychd-dispatcher",
             "lychd-helmloop",
             "lychd-orchestrator",
@@ -781,6 +782,22 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
         ]
     );
     let at = |office: &str| format!("127.0.0.1:{}", ports[office]);
+    // The console (a client of the offices, no authority of its own) answers its sign-in page.
+    {
+        use std::io::{Read as _, Write as _};
+        let mut c = std::net::TcpStream::connect(at("lychd-console")).expect("console");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        c.write_all(b"GET /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .expect("request");
+        let mut page = String::new();
+        c.read_to_string(&mut page).expect("response");
+        assert!(
+            page.starts_with("HTTP/1.1 200"),
+            "console sign-in: {}",
+            &page[..page.len().min(200)]
+        );
+    }
     let flows = Instant::now();
     // The operator's sessions, one per office (docs/operations.md, "Bootstrap").
     let session = |office: &str| {
