@@ -27,7 +27,7 @@ use crate::error::RunnerError;
 use crate::model::{COLD_WAIT_MS, Failure, Held, Leased, Models};
 use crate::store::leases;
 use crate::store::provenance;
-use crate::store::runs::{self, NewTransition};
+use crate::store::runs::{self, Holder, NewTransition};
 
 /// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
 /// independent completion verifier (Runner II asks HelmLoop).
@@ -422,4 +422,4 @@ enum Then {
 
 mod clocks;
 mod commit;
-use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, ms_between, time_left_ms};
+use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, gate_root, ms_between, time_left_ms};

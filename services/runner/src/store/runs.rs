@@ -48,6 +48,8 @@ pub struct RunRow {
     pub parent_run_id: Option<Uuid>,
     pub root_run_id: Option<Uuid>,
     pub depth: i32,
+    /// What a root's descendants consumed (steps, tokens, tool calls, cost); zeros for a child.
+    pub desc: [i64; 4],
 }
 
 impl RunRow {
@@ -75,7 +77,8 @@ pub(super) const RUN: &str = "id, listed, owner, request_id, request_sha256, wor
      max_tokens, max_cost_milli, max_recursion_depth, max_parallelism, state, \
      terminal_category, version, generation, interrupt_pending, progress::text AS progress, \
      lease_holder, lease_expires_at, created_at, updated_at, timeout_seconds, deadline_at, \
-     parent_run_id, root_run_id, depth";
+     parent_run_id, root_run_id, depth, desc_steps, desc_tokens, desc_tool_calls, \
+     desc_cost_milli";
 
 pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
     let mut budgets = [0; 9];
@@ -110,6 +113,12 @@ pub(super) fn run(r: &sqlx::postgres::PgRow) -> Result<RunRow, sqlx::Error> {
         parent_run_id: r.try_get("parent_run_id")?,
         root_run_id: r.try_get("root_run_id")?,
         depth: r.try_get("depth")?,
+        desc: [
+            r.try_get("desc_steps")?,
+            r.try_get("desc_tokens")?,
+            r.try_get("desc_tool_calls")?,
+            r.try_get("desc_cost_milli")?,
+        ],
     })
 }
 
@@ -226,6 +235,15 @@ pub async fn commit(
     .await
 }
 
+/// What a holder's commit adds to the fence and the lease (see [`commit_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Holder {
+    /// The lease is extended to this many ms from the commit.
+    pub renew_ms: i64,
+    /// The root's descendants' totals the commit's gate read (`None`: not fenced on them).
+    pub desc: Option<[i64; 4]>,
+}
+
 /// [`commit`] writing `progress` with the state, on any executor: **one statement** (one
 /// round trip, atomic on its own, so a caller holding no lock needs no transaction).
 ///
@@ -235,8 +253,10 @@ pub async fn commit(
 /// the fence moved. The checkpoint needs no fence of its own: it is written from the row the
 /// fenced update returned. The transition's trace fields are computed before the statement
 /// (what it makes is known: the next version under the same generation), and its span wraps
-/// the statement. `renew_ms` (the holder's commits) also extends the run's lease to that many
-/// ms from the commit, as `leases::renew` would (a terminal commit gives it up).
+/// the statement. A holder's commit (`holder`) also extends the run's lease to its `renew_ms`
+/// from the commit, as `leases::renew` would (a terminal commit gives it up), and may fence on
+/// a root's descendants' totals (`desc`) as it read them: a descendant's charge since then
+/// fails the commit like any other moved fence.
 pub async fn commit_with<'e>(
     ex: impl sqlx::PgExecutor<'e>,
     current: &RunRow,
@@ -244,7 +264,7 @@ pub async fn commit_with<'e>(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
     progress: Option<&Progress>,
-    renew_ms: Option<i64>,
+    holder: Option<Holder>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     use tracing::Instrument as _;
 
@@ -266,7 +286,10 @@ pub async fn commit_with<'e>(
                   lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
                   lease_expires_at = CASE WHEN $6::text IS NULL THEN COALESCE(now() + \
                       make_interval(secs => $13::double precision / 1000), lease_expires_at) END \
-            WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 RETURNING {RUN}), \
+            WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 \
+              AND ($20::bigint[] IS NULL OR \
+                   ARRAY[desc_steps, desc_tokens, desc_tool_calls, desc_cost_milli] = $20) \
+            RETURNING {RUN}), \
          t AS (\
            INSERT INTO runner.run_transitions (transition_id, run_id, version, generation, \
                   workflow_version, state_schema_version, source_state, target_state, trigger, \
@@ -293,13 +316,14 @@ pub async fn commit_with<'e>(
     .bind(t.actor)
     .bind(&checkpoint.body)
     .bind(&checkpoint.checksum)
-    .bind(renew_ms)
+    .bind(holder.map(|h| h.renew_ms))
     .bind(traced.cycle_id)
     .bind(t.capability)
     .bind(&traced.evidence_hashes)
     .bind(&traced.budget_delta)
     .bind(&traced.trace_id)
     .bind(&traced.span_id)
+    .bind(holder.and_then(|h| h.desc).map(Vec::from))
     .fetch_optional(ex)
     .instrument(traced.span.clone())
     .await?;

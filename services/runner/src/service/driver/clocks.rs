@@ -1,6 +1,7 @@
 //! The step loop's clocks and small parts: which states are waiting, milliseconds between a
 //! committed timestamp and now, how long a wait may last before a deadline or a time budget
-//! needs the run again, the tree's gate on a consuming commit, a fresh jitter seed, and the
+//! needs the run again, the tree's gate on a consuming commit (locked, or a root's fenced), a
+//! fresh jitter seed, and the
 //! heartbeat task's guard.
 
 use sqlx::{Postgres, Transaction};
@@ -29,15 +30,41 @@ pub(super) async fn gate<'e>(
     let Some(root) = store_tree::root(tx, run.root(), true).await? else {
         return Ok((event, progress));
     };
-    let budgets = Budgets(root.budgets.map(|b| u64::try_from(b).unwrap_or(0)));
-    let used = |v: [i64; 4]| v.map(|x| u64::try_from(x).unwrap_or(0));
-    let tree_before = tree::add(used(root.own), used(root.desc));
+    let tree_before = tree::add(unsigned(root.own), unsigned(root.desc));
+    Ok(gated(root.budgets, tree_before, before, event, progress))
+}
+
+/// [`gate`] of a root's own commit without a lock: its totals from the row as read (its own
+/// progress and its descendants' `desc`), which the commit then fences on (a descendant's
+/// charge since the read fails the commit, and the driver reads the row again).
+pub(super) fn gate_root<'e>(
+    run: &RunRow,
+    before: &Progress,
+    event: &'e str,
+    progress: Progress,
+) -> (&'e str, Progress) {
+    let tree_before = tree::add(tree::totals(&before.used), unsigned(run.desc));
+    gated(run.budgets, tree_before, before, event, progress)
+}
+
+fn unsigned(v: [i64; 4]) -> tree::Totals {
+    v.map(|x| u64::try_from(x).unwrap_or(0))
+}
+
+fn gated<'e>(
+    budgets: [i32; 9],
+    tree_before: tree::Totals,
+    before: &Progress,
+    event: &'e str,
+    progress: Progress,
+) -> (&'e str, Progress) {
+    let budgets = Budgets(budgets.map(|b| u64::try_from(b).unwrap_or(0)));
     let handoff = progress.handoff.clone();
     let (event, mut progress) = tree::gate(&budgets, tree_before, before, event, progress);
     if progress.handoff.is_none() {
         progress.handoff = handoff;
     }
-    Ok((event, progress))
+    (event, progress)
 }
 
 /// The waiting states whose time counts against `max_suspended_seconds`

@@ -67,19 +67,23 @@ impl Driver {
         let s = &self.service;
         let before = progress_of_row(run);
         // A commit that consumes (steps, tokens, tool calls, cost) counts against its tree's
-        // root: the root's row is locked first (lock order: root, then the run), the tree's
-        // totals checked against the root's budgets, and a descendant's consumption added to
-        // the root in this transaction; a model answer's provenance is written in it too. Any
-        // other commit is its one statement alone (one round trip).
+        // root: the tree's totals are checked against the root's budgets. A descendant's
+        // commit locks the root's row first (lock order: root, then the run) and adds its
+        // consumption to the root in its transaction; a model answer's provenance is written
+        // in that transaction too. A root's own commit without an answer checks its totals as
+        // read and fences on its descendants' (`Holder::desc`): its one statement alone (one
+        // round trip), as is a commit that consumes nothing.
         let consumes = tree::delta(&before.used, &progress.used) != [0; 4];
         let answer = event == "step_result" && !capability.is_empty();
-        let mut tx = if consumes || answer {
+        let root_alone = consumes && !answer && run.root_run_id.is_none();
+        let mut tx = if (consumes || answer) && !root_alone {
             Some(s.pool.begin().await?)
         } else {
             None
         };
         let (event, progress) = match tx.as_mut() {
             Some(tx) => gate(tx, run, &before, event, progress.clone()).await?,
+            None if root_alone => gate_root(run, &before, event, progress.clone()),
             None => (event, progress.clone()),
         };
         let Some(edge) = s.fsm.next(&run.state, event) else {
@@ -105,7 +109,10 @@ impl Driver {
         };
         let category = s.fsm.category(&to);
         // The holder's commit is also its heartbeat.
-        let renew = Some(self.ttl());
+        let renew = Some(Holder {
+            renew_ms: self.ttl(),
+            desc: root_alone.then_some(run.desc),
+        });
         let Some(mut tx) = tx.take() else {
             let after = runs::commit_with(
                 &s.pool,
