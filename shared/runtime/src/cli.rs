@@ -25,6 +25,10 @@ use crate::health::HealthState;
 use crate::server::{Finishing, ServeContext, Start, Stopped, serve};
 use crate::telemetry::Telemetry;
 
+/// Ward's verifier from its pool, given the office's [`Finishing`] (what it holds back is
+/// written there before the office exits).
+pub type LocalVerifier = fn(PgPool, &Finishing) -> Arc<dyn Verifier>;
+
 /// What an office binary hands to [`main`].
 pub struct OfficeSpec {
     pub office: Office,
@@ -37,7 +41,7 @@ pub struct OfficeSpec {
     /// Ward answers authorization questions from its own tables; every other office leaves
     /// this `None` and asks Ward over gRPC (`peers.ward`). Given the office's [`Finishing`],
     /// so what the verifier holds back (its decision records) is written before the office exits.
-    pub local_verifier: Option<fn(PgPool, &Finishing) -> Arc<dyn Verifier>>,
+    pub local_verifier: Option<LocalVerifier>,
     /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
     /// and handlers whose authorization authenticates the caller (it refuses an unknown session
     /// as `UNAUTHENTICATED`; on input that does not decode they authenticate before refusing
