@@ -1,11 +1,12 @@
 //! `Authorize` over loopback gRPC with PostgreSQL, against a gRPC health check measured in the
-//! same run: p50/p99 and decisions/s at concurrency 1 and 32.
+//! same run: p50/p99, decisions/s and CPU per call at concurrency 1 and 32 (this process — the
+//! Ward office in-process and the bench's clients — and PostgreSQL's, from `/proc`).
 //!
 //! Run: `cargo bench -p lychd-e2e --bench authorize` (needs PostgreSQL like the tests).
 
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{AuthorizeRequest, Decision, PrincipalKind};
-use lychd_testkit::bench::{closed, ms, paced};
+use lychd_testkit::bench::{Cpu, Stats, closed, ms, paced};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -105,27 +106,40 @@ async fn main() {
         }
     };
 
-    println!("case                      conc   p50 ms   p99 ms      per s");
+    println!(
+        "case                      conc   p50 ms   p99 ms      per s   CPU us/call (process + PostgreSQL)"
+    );
     for concurrency in [1usize, 32] {
-        let h = closed(concurrency, WARMUP, SECONDS_PER_CASE, health.clone()).await;
-        let a = closed(concurrency, WARMUP, SECONDS_PER_CASE, authorize.clone()).await;
+        let (h, h_cpu) = metered(concurrency, health.clone()).await;
+        let (a, a_cpu) = metered(concurrency, authorize.clone()).await;
+        let us = |c: Cpu| {
+            format!(
+                "{:>6.0} ({:.0} + {:.0})",
+                c.total().as_secs_f64() * 1e6,
+                c.process.as_secs_f64() * 1e6,
+                c.database.as_secs_f64() * 1e6
+            )
+        };
         println!(
-            "health check              {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}",
+            "health check              {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
             ms(h.p50),
             ms(h.p99),
-            h.per_second
+            h.per_second,
+            us(h_cpu)
         );
         println!(
-            "authorize                 {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}",
+            "authorize                 {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
             ms(a.p50),
             ms(a.p99),
-            a.per_second
+            a.per_second,
+            us(a_cpu)
         );
         println!(
-            "ratio authorize/health    {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}",
+            "ratio authorize/health    {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
             ms(a.p50) / ms(h.p50),
             ms(a.p99) / ms(h.p99),
-            a.per_second / h.per_second
+            a.per_second / h.per_second,
+            a_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
         );
     }
     let h = paced(500, SECONDS_PER_CASE, health.clone()).await;
@@ -155,4 +169,15 @@ async fn main() {
         ms(a.p99) / ms(h.p99)
     );
     spawned.stop().await;
+}
+
+/// A closed loop with the CPU each call cost (warm-up included in both).
+async fn metered<F, Fut>(concurrency: usize, call: F) -> (Stats, Cpu)
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let before = Cpu::now();
+    let stats = closed(concurrency, WARMUP, SECONDS_PER_CASE, call).await;
+    (stats, before.per_call_since(stats.calls + WARMUP))
 }

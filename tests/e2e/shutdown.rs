@@ -118,3 +118,79 @@ async fn second_signal_exits_at_once() {
     assert_eq!(status.code(), Some(130));
     let _ = in_flight.await;
 }
+
+/// Ward's own API decides through its verifier, whose records go to a decision log written in
+/// batches behind the answers: a call's record is in the audit, and a graceful shutdown under
+/// load writes the record of every call answered before the process exits.
+#[tokio::test(flavor = "multi_thread")]
+async fn ward_api_decisions_are_audited_and_a_graceful_shutdown_loses_none() {
+    let mut sandbox = Sandbox::builder()
+        .office(Office::Ward)
+        .shutdown_grace_ms(8_000)
+        .start()
+        .await;
+    let own_checks = "SELECT count(*) FROM ward.audit
+                       WHERE event = 'authorize.allow' AND actor_id IS NULL
+                         AND detail->>'action' = 'ward:administer'
+                         AND detail->>'object' = 'principal:*'";
+    let list = |mut c: lychd_proto::ward::v1::ward_client::WardClient<_>| async move {
+        c.list_principals(lychd_proto::ward::v1::ListPrincipalsRequest::default())
+            .await
+            .map(|_| ())
+    };
+
+    // One call: its decision's record is in the audit (listing it writes what is queued).
+    let mut db = sandbox.db.superuser().await;
+    let before = own_records(&mut db, own_checks).await;
+    list(ward_client(&sandbox)).await.expect("listed");
+    sandbox.admin().audit(1).await.expect("audit listed");
+    // The call's record, and that of the listing's own check (the same action and object).
+    assert_eq!(
+        own_records(&mut db, own_checks).await,
+        before + 2,
+        "the call's record"
+    );
+
+    // Callers back to back; SIGTERM while they run. Every answered call's record is written
+    // by the time the process has exited (records queued within the last moments included).
+    let before = own_records(&mut db, own_checks).await;
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let client = ward_client(&sandbox);
+            let answered = answered.clone();
+            tokio::spawn(async move {
+                while list(client.clone()).await.is_ok() {
+                    answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    sandbox.office(Office::Ward).signal(Signal::SIGTERM);
+    let status = sandbox
+        .office_mut(Office::Ward)
+        .wait_exit(Duration::from_secs(8))
+        .await
+        .expect("exits within grace");
+    assert!(status.success(), "exit status {status}");
+    for c in callers {
+        c.await.expect("caller");
+    }
+    let answered = answered.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(answered > 50, "the callers ran: {answered}");
+    let written =
+        u64::try_from(own_records(&mut db, own_checks).await - before).expect("not fewer");
+    // A call whose answer was cut off by the exit may be recorded without being counted here.
+    assert!(
+        written >= answered,
+        "records written {written}, calls answered {answered}"
+    );
+}
+
+async fn own_records(db: &mut sqlx::PgConnection, query: &str) -> i64 {
+    sqlx::query_scalar(query)
+        .fetch_one(db)
+        .await
+        .expect("count")
+}

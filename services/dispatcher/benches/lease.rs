@@ -205,14 +205,20 @@ async fn scenario(capabilities: usize) {
         )
     };
     let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    let cpu = |c: &Cpu| {
+        format!(
+            "{:.0} + {:.0} + {:.0} = {:.0} us",
+            us(c.process),
+            us(c.offices),
+            us(c.database),
+            us(c.total())
+        )
+    };
     println!(
-        "  CPU per call at c=32 (this process + PostgreSQL): health {:.0} + {:.0} us, lease+rel {:.0} + {:.0} us, +req id {:.0} + {:.0} us",
-        us(h_cpu.1.process),
-        us(h_cpu.1.database),
-        us(l_cpu.1.process),
-        us(l_cpu.1.database),
-        us(k_cpu.1.process),
-        us(k_cpu.1.database)
+        "  CPU per call at c=32 (this process with the Dispatcher + the Ward process + PostgreSQL): health {}, lease+rel {}, +req id {}",
+        cpu(&h_cpu.1),
+        cpu(&l_cpu.1),
+        cpu(&k_cpu.1)
     );
     println!(
         "  @{RATE}/s p99 of each fifth of the run: health {:.3} .. {:.3} ms, lease+rel {:.3} .. {:.3} ms, +req id {:.3} .. {:.3} ms",

@@ -159,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
         .expose_secret()
         .into();
 
-    let verifier: Arc<dyn Verifier> = lychd_ward::local_verifier(pool.clone());
+    let verifier: Arc<dyn Verifier> = lychd_ward::local_verifier(pool.clone(), &Default::default());
     let decide = {
         let (verifier, token) = (verifier.clone(), token.clone());
         move || {

@@ -41,8 +41,11 @@ pub const OFFICE: Office = Office::Ward;
 pub const OPERATOR_NAME: &str = "operator";
 
 /// Ward's verifier: decisions from its own tables (for `OfficeSpec::local_verifier`).
-pub fn local_verifier(pool: sqlx::PgPool) -> Arc<dyn lychd_auth::Verifier> {
-    Arc::new(LocalVerifier::new(pool))
+pub fn local_verifier(
+    pool: sqlx::PgPool,
+    finishing: &lychd_runtime::server::Finishing,
+) -> Arc<dyn lychd_auth::Verifier> {
+    Arc::new(LocalVerifier::new(pool, finishing))
 }
 
 /// Create the first operator `name` with `ward:administer` on `principal:*` and a standing

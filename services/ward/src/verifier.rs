@@ -1,16 +1,21 @@
 //! Ward's own answer to the [`Verifier`] question, straight from its tables: what the auth
 //! layer and `ServeContext::authorize` use inside the Ward office. No cache: every call is one
-//! fresh decision (plus its audit record; a token that authenticates nobody is counted in the
-//! verifier's [`Tally`] instead, under source `ward`). Questions asked together are resolved
-//! together ([`Resolver`]).
+//! fresh decision; its audit record goes to the verifier's [`DecisionLog`] (queued before the
+//! answer, written in batches behind it, like the records of the `Authorize` RPC; ADR 0004), and
+//! a token that authenticates nobody is counted in the verifier's [`Tally`] instead, under
+//! source `ward`. Questions asked together are resolved together ([`Resolver`]). Both writers
+//! are flushed when the office stops serving (the runtime's [`Finishing`]), so a graceful
+//! shutdown loses no record.
 
 use std::sync::Arc;
 
 use lychd_auth::{AuthError, Decision, Principal, Query, Verifier};
+use lychd_runtime::server::Finishing;
 use sqlx::PgPool;
 
 use crate::error::WardError;
 use crate::store::PrincipalRecord;
+use crate::store::decision_log::DecisionLog;
 use crate::store::decisions::{self, Authentication, DecisionRecord, Question, Resolver};
 use crate::store::strangers::Tally;
 
@@ -18,6 +23,7 @@ use crate::store::strangers::Tally;
 #[derive(Clone)]
 pub struct LocalVerifier {
     resolver: Resolver,
+    log: DecisionLog,
     strangers: Arc<Tally>,
 }
 
@@ -25,13 +31,27 @@ pub struct LocalVerifier {
 const SOURCE: &str = "ward";
 
 impl LocalVerifier {
-    /// Needs a tokio runtime (the tally's writer runs on it).
-    pub fn new(pool: PgPool) -> Self {
+    /// Needs a tokio runtime (the writers of the decision log and of the tally run on it; they
+    /// end when the last clone of the verifier is dropped). What they hold is written whenever
+    /// `finishing` runs its flushes (the office stops serving).
+    pub fn new(pool: PgPool, finishing: &Finishing) -> Self {
         let (strangers, _writer) = Tally::start(pool.clone());
-        LocalVerifier {
+        let (log, _writer) = DecisionLog::start(pool.clone());
+        let verifier = LocalVerifier {
             resolver: Resolver::start(pool),
+            log,
             strangers: Arc::new(strangers),
-        }
+        };
+        let held = verifier.clone();
+        finishing.on_finish(Arc::new(move || {
+            let held = held.clone();
+            Box::pin(async move {
+                if let Err(e) = held.flush_counts().await {
+                    tracing::warn!(error = %e, "ward's own decision records not flushed at exit");
+                }
+            })
+        }));
+        verifier
     }
 }
 
@@ -82,7 +102,7 @@ impl Verifier for LocalVerifier {
             expected_policy_generation: query.expected_policy_generation,
             asked_by: None,
         };
-        let d = decisions::authorize(&self.resolver, &question)
+        let d = decisions::authorize(&self.resolver, &self.log, &question)
             .await
             .map_err(unavailable)?;
         if d.reason.is_authentication_failure() {
@@ -91,8 +111,11 @@ impl Verifier for LocalVerifier {
         Ok(decision(&d))
     }
 
+    /// The tally of strangers and the decision records of Ward's own checks, written now.
     async fn flush_counts(&self) -> Result<(), AuthError> {
-        self.strangers.flush().await.map_err(unavailable)
+        let (counted, logged) = tokio::join!(self.strangers.flush(), self.log.flush());
+        counted.map_err(unavailable)?;
+        logged.map_err(unavailable)
     }
 }
 

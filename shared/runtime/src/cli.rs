@@ -22,8 +22,12 @@ use crate::auth::Authorizer;
 use crate::client::Outgoing;
 use crate::config::{OfficeConfig, Secrets, load_secret};
 use crate::health::HealthState;
-use crate::server::{ServeContext, Start, Stopped, serve};
+use crate::server::{Finishing, ServeContext, Start, Stopped, serve};
 use crate::telemetry::Telemetry;
+
+/// Ward's verifier from its pool, given the office's [`Finishing`] (what it holds back is
+/// written there before the office exits).
+pub type LocalVerifier = fn(PgPool, &Finishing) -> Arc<dyn Verifier>;
 
 /// What an office binary hands to [`main`].
 pub struct OfficeSpec {
@@ -35,8 +39,9 @@ pub struct OfficeSpec {
     pub migrator: &'static Migrator,
     pub start: Start,
     /// Ward answers authorization questions from its own tables; every other office leaves
-    /// this `None` and asks Ward over gRPC (`peers.ward`).
-    pub local_verifier: Option<fn(PgPool) -> Arc<dyn Verifier>>,
+    /// this `None` and asks Ward over gRPC (`peers.ward`). Given the office's [`Finishing`],
+    /// so what the verifier holds back (its decision records) is written before the office exits.
+    pub local_verifier: Option<LocalVerifier>,
     /// Methods that take a bearer but authenticate it themselves: Ward's ExchangeCredential,
     /// and handlers whose authorization authenticates the caller (it refuses an unknown session
     /// as `UNAUTHENTICATED`; on input that does not decode they authenticate before refusing
@@ -306,6 +311,7 @@ async fn authorization(
     secrets: &Secrets,
     pool: &PgPool,
     bound: std::net::SocketAddr,
+    finishing: &Finishing,
 ) -> Result<(Arc<dyn Verifier>, Outgoing), String> {
     let ward_channel = config
         .peers
@@ -334,7 +340,7 @@ async fn authorization(
             }
             None => None,
         };
-        return Ok((local(pool.clone()), Outgoing::new(session)));
+        return Ok((local(pool.clone(), finishing), Outgoing::new(session)));
     }
     let channel =
         ward_channel.ok_or("peers.ward is required: every office asks Ward for decisions")?;
@@ -392,10 +398,12 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         Ok(a) => a,
         Err(e) => return refuse(format!("bound address of {}: {e}", config.server.listen)),
     };
-    let (verifier, outgoing) = match authorization(spec, &config, &secrets, &pool, bound).await {
-        Ok(v) => v,
-        Err(msg) => return refuse(msg),
-    };
+    let finishing = Finishing::default();
+    let (verifier, outgoing) =
+        match authorization(spec, &config, &secrets, &pool, bound, &finishing).await {
+            Ok(v) => v,
+            Err(msg) => return refuse(msg),
+        };
     tracing::info!(office = %office, addr = %bound, "listening");
     let ctx = ServeContext {
         office,
@@ -405,7 +413,7 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         outgoing,
         health: HealthState::new(&[office.grpc_service()]).with_instance(instance.as_deref()),
         self_authenticating: spec.self_authenticating,
-        finishing: Default::default(),
+        finishing,
     };
     let routes = match (spec.start)(ctx.clone()).await {
         Ok(routes) => routes,

@@ -46,30 +46,64 @@ pub struct ServeContext {
 }
 
 /// Background tasks an office registers at start that must finish before it exits (a writer
-/// flushing what it holds). Serving ends first and the office's services are dropped, then
-/// each task is awaited, within the shutdown grace period.
+/// flushing what it holds), and flushes to run once serving has ended (a writer that lives as
+/// long as something the context holds — Ward's own verifier and its decision log — cannot end
+/// first, so what it holds is written instead). Serving ends first and the office's services
+/// are dropped, then each task is awaited and each flush run, within the shutdown grace period.
 #[derive(Clone, Default)]
-pub struct Finishing(Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+pub struct Finishing {
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    flushes: Arc<std::sync::Mutex<Vec<Flush>>>,
+}
+
+/// A flush run when serving has ended: done once everything it held is written.
+pub type Flush = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl Finishing {
     pub fn push(&self, task: tokio::task::JoinHandle<()>) {
-        self.0
+        self.tasks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(task);
     }
 
-    /// Await every registered task for at most `within`; true when all finished.
+    /// Run `flush` whenever serving ends (every time, should a context serve again).
+    pub fn on_finish(&self, flush: Flush) {
+        self.flushes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(flush);
+    }
+
+    /// A fresh list of tasks, sharing this one's flushes (an in-process office started from a
+    /// context another one was cloned from awaits only its own tasks).
+    fn with_own_tasks(&self) -> Finishing {
+        Finishing {
+            tasks: Arc::default(),
+            flushes: self.flushes.clone(),
+        }
+    }
+
+    /// Await every registered task and every flush for at most `within`; true when all finished.
     async fn join(&self, within: Duration) -> bool {
         let tasks: Vec<_> = std::mem::take(
             &mut *self
-                .0
+                .tasks
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        tokio::time::timeout(within, futures::future::join_all(tasks))
-            .await
-            .is_ok()
+        let flushes: Vec<_> = self
+            .flushes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|f| f())
+            .collect();
+        let all = async {
+            futures::future::join_all(tasks).await;
+            futures::future::join_all(flushes).await;
+        };
+        tokio::time::timeout(within, all).await.is_ok()
     }
 }
 
@@ -256,9 +290,10 @@ pub struct InProcess {
 impl InProcess {
     /// Start the office, bind `ctx.config.server.listen` (port 0 is fine) and serve in a task.
     pub async fn start(ctx: ServeContext, start: Start) -> anyhow::Result<Self> {
-        // Contexts are cloned between in-process offices; what must finish is this one's.
+        // Contexts are cloned between in-process offices; the tasks that must finish are this
+        // one's (the flushes of what the context holds — its verifier — are shared with it).
         let ctx = ServeContext {
-            finishing: Finishing::default(),
+            finishing: ctx.finishing.with_own_tasks(),
             ..ctx
         };
         let routes = start(ctx.clone()).await?;

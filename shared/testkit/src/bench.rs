@@ -118,13 +118,17 @@ where
 }
 
 /// CPU time spent so far by this process (every office the bench runs in-process, the
-/// simulated runtimes and the bench's own clients) and by the test kit's PostgreSQL cluster
-/// (the postmaster, its live backends and those that exited). Read from `/proc`, in clock
-/// ticks of 10 ms: meaningful over cases of thousands of calls. Unlike latency, CPU per call
-/// barely moves when other work shares the cores, so it compares variants on a busy machine.
+/// simulated runtimes and the bench's own clients), by the office processes it spawned (Ward's
+/// binary, for every office but Ward: its live child processes and those it waited for) and by
+/// the test kit's PostgreSQL cluster (the postmaster, its live backends and those that exited).
+/// Read from `/proc`, in clock ticks of 10 ms: meaningful over cases of thousands of calls.
+/// Unlike latency, CPU per call barely moves when other work shares the cores, so it compares
+/// variants on a busy machine.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cpu {
     pub process: Duration,
+    /// The office processes this process started (e.g. `lychd-ward`), the cluster excluded.
+    pub offices: Duration,
     pub database: Duration,
 }
 
@@ -133,6 +137,7 @@ impl Cpu {
         let own = stat_of("self").map(|s| s.own).unwrap_or_default();
         Cpu {
             process: ticks(own),
+            offices: ticks(offices_ticks()),
             database: ticks(database_ticks()),
         }
     }
@@ -143,8 +148,14 @@ impl Cpu {
         let n = u32::try_from(calls.max(1)).unwrap_or(u32::MAX);
         Cpu {
             process: now.process.saturating_sub(self.process) / n,
+            offices: now.offices.saturating_sub(self.offices) / n,
             database: now.database.saturating_sub(self.database) / n,
         }
+    }
+
+    /// Everything: this process, the offices it spawned and the database.
+    pub fn total(&self) -> Duration {
+        self.process + self.offices + self.database
     }
 }
 
@@ -173,12 +184,35 @@ fn stat_of(pid: &str) -> Option<ProcStat> {
     })
 }
 
-fn database_ticks() -> u64 {
+/// The postmaster's pid, if the test kit's cluster runs.
+fn postmaster() -> Option<u32> {
     let pid_file = crate::pg::active_cluster_dir().join("data/postmaster.pid");
-    let Some(postmaster) = std::fs::read_to_string(pid_file)
+    std::fs::read_to_string(pid_file)
         .ok()
         .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
-    else {
+}
+
+/// CPU of this process's children: live ones (not the cluster, counted as the database) and
+/// those it waited for.
+fn offices_ticks() -> u64 {
+    let me = std::process::id();
+    let waited = stat_of("self").map(|s| s.children).unwrap_or_default();
+    let cluster = postmaster();
+    let live: u64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| Some(*pid) != cluster)
+        .filter_map(|pid| stat_of(&pid.to_string()))
+        .filter(|s| s.parent == me)
+        .map(|s| s.own + s.children)
+        .sum();
+    waited + live
+}
+
+fn database_ticks() -> u64 {
+    let Some(postmaster) = postmaster() else {
         return 0;
     };
     let Some(root) = stat_of(&postmaster.to_string()) else {

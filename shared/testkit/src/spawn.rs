@@ -22,7 +22,7 @@ use lychd_runtime::cli::OfficeSpec;
 use lychd_runtime::client::{Outgoing, PeerChannel, peer_channel};
 use lychd_runtime::config::OfficeConfig;
 use lychd_runtime::health::HealthState;
-use lychd_runtime::server::{InProcess, ServeContext};
+use lychd_runtime::server::{Finishing, InProcess, ServeContext};
 use secrecy::SecretString;
 
 use crate::{OfficeProcess, TestDb};
@@ -194,6 +194,7 @@ fn context(
     pool: sqlx::PgPool,
     verifier: Arc<dyn Verifier>,
     outgoing: Outgoing,
+    finishing: Finishing,
 ) -> ServeContext {
     let office = spec.office;
     ServeContext {
@@ -204,7 +205,7 @@ fn context(
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
         self_authenticating: spec.self_authenticating,
-        finishing: Default::default(),
+        finishing,
     }
 }
 
@@ -243,12 +244,15 @@ pub async fn spawn_office_with(
         let local_verifier = spec
             .local_verifier
             .expect("invariant: Ward's spec decides from its own tables");
+        let finishing = Finishing::default();
+        let verifier = local_verifier(ward_pool.clone(), &finishing);
         let ctx = context(
             &spec,
             ward_config,
-            ward_pool.clone(),
-            local_verifier(ward_pool),
+            ward_pool,
+            verifier,
             Outgoing::default(),
+            finishing,
         );
         let server = InProcess::start(ctx.clone(), spec.start)
             .await
@@ -351,7 +355,14 @@ pub async fn spawn_office_with(
         adjust(&mut config);
     }
     let pool = runtime_pool(&config, office).await;
-    let ctx = context(&spec, config, pool, verifier, Outgoing::new(Some(session)));
+    let ctx = context(
+        &spec,
+        config,
+        pool,
+        verifier,
+        Outgoing::new(Some(session)),
+        Finishing::default(),
+    );
     let server = InProcess::start(ctx.clone(), spec.start)
         .await
         .expect("office starts");

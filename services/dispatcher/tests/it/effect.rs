@@ -119,6 +119,41 @@ async fn a_lease_whose_assignment_is_withdrawn_during_a_slow_probe_is_not_regist
     s.spawned.stop().await;
 }
 
+/// The principal itself revoked between the request-time decision (taken when the call
+/// arrived: the probe ran) and the effect-time one: refused, nothing of the caller's written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_whose_principal_is_revoked_between_its_two_decisions_is_not_registered() {
+    let (sim, mut s) = slow(Duration::from_millis(300)).await;
+    let mut warden = warden(&s).await;
+    let (id, _, worker) = principal(&s, "worker", WORKER).await;
+
+    let (answer, _) = lease_while(&worker, &sim, || async {
+        warden
+            .revoke(lychd_proto::ward::v1::RevokeRequest {
+                target: Some(lychd_proto::ward::v1::revoke_request::Target::PrincipalId(
+                    id.clone(),
+                )),
+            })
+            .await
+            .expect("revoke principal");
+    })
+    .await;
+    let refused = answer.expect_err("revoked between the decisions");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(
+        ["PRINCIPAL_REVOKED", "CREDENTIAL_REVOKED", "SESSION_REVOKED"]
+            .contains(&reason(&refused).as_str()),
+        "{refused:?}"
+    );
+    assert!(
+        sim.requests() >= 1,
+        "the probe ran: the first decision allowed"
+    );
+    assert!(leases(&mut s.client, true).await.is_empty(), "no lease");
+    assert!(events(&mut s.client).await.is_empty(), "no event");
+    s.spawned.stop().await;
+}
+
 /// A stack that asks again for a stream's authority every 300 ms, a reader allowed to watch
 /// events, and its follow stream with the first event delivered.
 async fn watching() -> (

@@ -42,32 +42,6 @@ pub(crate) async fn record(
     Ok(())
 }
 
-/// Append a decision record in its own implicit transaction with asynchronous commit
-/// (`set_config('synchronous_commit', 'off', true)` is local to that transaction): the insert
-/// does not wait for the WAL flush. A crash can lose the last few decision records — never an
-/// administrative change, which commits synchronously — and nothing is decided from this
-/// table. The caller answers only after this insert returned, so an unrecorded decision is
-/// never given.
-pub(crate) async fn record_decision(
-    conn: &mut PgConnection,
-    event: &str,
-    actor_id: Option<Uuid>,
-    subject_id: Option<Uuid>,
-    detail: Value,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO ward.audit (event, actor_id, subject_id, detail)
-         SELECT $1, $2, $3, $4::jsonb FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit",
-    )
-    .bind(event)
-    .bind(actor_id)
-    .bind(subject_id)
-    .bind(detail.to_string())
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
-
 #[derive(sqlx::FromRow)]
 struct Row {
     seq: i64,

@@ -3,23 +3,22 @@
 //! ([`Resolver`], ADR 0006), then record the decision in the audit.
 //!
 //! The resolving statement is a READ COMMITTED snapshot taken after the question was asked: a
-//! revocation whose commit returned before it was asked is seen. Ward's own checks then append
-//! their audit record (asynchronous commit, [`audit::record_decision`]) before answering.
+//! revocation whose commit returned before it was asked is seen. Every decision's audit record
+//! is queued on a [`DecisionLog`] before the answer (written in batches behind it, ADR 0004):
+//! the office's log for the `Authorize` RPC, the verifier's own for Ward's own checks.
 //! Successful authentications are not audited (the authorization that follows records the
 //! principal and generations). A token that authenticates nobody is not audited here either:
 //! its refusal is returned and the caller counts it ([`super::strangers`]), so strangers
 //! cannot grow the audit one row per call. A question asked by another principal
 //! (the `Authorize` and `Authenticate` RPCs, which need `ward:decide`) is resolved in the same
-//! statement as the asker's own question, and its records go to the [`DecisionLog`] (queued
-//! before the answer, written in batches behind it).
+//! statement as the asker's own question.
 
 use serde_json::json;
-use sqlx::postgres::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::PrincipalRecord;
 use super::decision_log::{DecisionLog, Entry};
-use super::{PrincipalRecord, audit};
 use crate::domain::decision::{self, Reason, SessionFacts};
 use crate::domain::secret;
 use crate::error::Result;
@@ -233,10 +232,14 @@ pub async fn authenticate(
 }
 
 /// May the holder of `q.token` do `q.action` on `q.object` for `q.audience` and `q.purpose`,
-/// now? Every decision, allow or deny, is audited before it is returned.
-pub async fn authorize(resolver: &Resolver, q: &Question<'_>) -> Result<DecisionRecord> {
+/// now? Every decision, allow or deny, is queued on the decision `log` before it is returned.
+pub async fn authorize(
+    resolver: &Resolver,
+    log: &DecisionLog,
+    q: &Question<'_>,
+) -> Result<DecisionRecord> {
     let [row] = resolved::<1>(resolve(resolver, &[ask(q)]).await?);
-    decided(&mut Records::Now(resolver.pool()), q, row).await
+    decided(log, q, row)
 }
 
 /// The answer to a question another principal (the asker) put to Ward.
@@ -259,15 +262,14 @@ pub async fn authorize_asked(
     q: &Question<'_>,
 ) -> Result<Asked<DecisionRecord>> {
     let [asker_row, row] = resolve_asked(resolver, asker, ask(q)).await?;
-    let records = &mut Records::Log(log);
-    match allowed_asker(records, asker, asker_row).await? {
+    match allowed_asker(log, asker, asker_row)? {
         Err(refused) => Ok(Asked::Refused(refused)),
         Ok(asked_by) => {
             let q = Question {
                 asked_by: Some(asked_by),
                 ..*q
             };
-            Ok(Asked::Answered(decided(records, &q, row).await?))
+            Ok(Asked::Answered(decided(log, &q, row)?))
         }
     }
 }
@@ -286,28 +288,9 @@ pub async fn authenticate_asked(
         about: None,
     };
     let [asker_row, row] = resolve_asked(resolver, asker, asked).await?;
-    let records = &mut Records::Log(log);
-    match allowed_asker(records, asker, asker_row).await? {
+    match allowed_asker(log, asker, asker_row)? {
         Err(refused) => Ok(Asked::Refused(refused)),
         Ok(_) => Ok(Asked::Answered(authenticated(row)?)),
-    }
-}
-
-/// Where decision records go: appended before the answer, or queued on the decision log.
-enum Records<'a> {
-    Now(&'a PgPool),
-    Log(&'a DecisionLog),
-}
-
-impl Records<'_> {
-    async fn append(&mut self, e: Entry) -> Result<()> {
-        match self {
-            Records::Now(pool) => {
-                let mut conn = pool.acquire().await?;
-                audit::record_decision(&mut conn, e.event, e.actor_id, e.subject_id, e.detail).await
-            }
-            Records::Log(log) => log.record(e),
-        }
     }
 }
 
@@ -336,14 +319,14 @@ fn resolved<const N: usize>(rows: Vec<Option<Row>>) -> [Option<Row>; N] {
 }
 
 /// The asker's principal id when its question is allowed; its audited refusal otherwise.
-async fn allowed_asker(
-    records: &mut Records<'_>,
+fn allowed_asker(
+    log: &DecisionLog,
     asker: &Question<'_>,
     row: Option<Row>,
 ) -> Result<std::result::Result<Uuid, DecisionRecord>> {
     match row {
         Some(r) if decision_of(asker, Some(&r))?.allowed() => Ok(Ok(r.principal_id)),
-        row => Ok(Err(decided(records, asker, row).await?)),
+        row => Ok(Err(decided(log, asker, row)?)),
     }
 }
 
@@ -386,36 +369,30 @@ fn decision_of(q: &Question<'_>, row: Option<&Row>) -> Result<DecisionRecord> {
 
 /// The decision of `q`, audited before it is returned — unless the token authenticates nobody
 /// (counted by the caller, see the module).
-async fn decided(
-    records: &mut Records<'_>,
-    q: &Question<'_>,
-    row: Option<Row>,
-) -> Result<DecisionRecord> {
+fn decided(log: &DecisionLog, q: &Question<'_>, row: Option<Row>) -> Result<DecisionRecord> {
     let d = decision_of(q, row.as_ref())?;
     if d.reason.is_authentication_failure() {
         return Ok(d);
     }
-    records
-        .append(Entry {
-            event: if d.allowed() {
-                "authorize.allow"
-            } else {
-                "authorize.deny"
-            },
-            actor_id: q.asked_by,
-            subject_id: row.as_ref().map(|r| r.principal_id),
-            detail: json!({
-                "reason": d.reason.as_str(),
-                "action": q.action,
-                "object": q.object,
-                "audience": q.audience,
-                "purpose": q.purpose,
-                "session_id": row.as_ref().map(|r| r.session_id),
-                "expected_policy_generation": q.expected_policy_generation,
-                "policy_generation": row.as_ref().map(|r| r.policy_generation),
-                "revocation_generation": row.as_ref().map(|r| r.revocation_generation),
-            }),
-        })
-        .await?;
+    log.record(Entry {
+        event: if d.allowed() {
+            "authorize.allow"
+        } else {
+            "authorize.deny"
+        },
+        actor_id: q.asked_by,
+        subject_id: row.as_ref().map(|r| r.principal_id),
+        detail: json!({
+            "reason": d.reason.as_str(),
+            "action": q.action,
+            "object": q.object,
+            "audience": q.audience,
+            "purpose": q.purpose,
+            "session_id": row.as_ref().map(|r| r.session_id),
+            "expected_policy_generation": q.expected_policy_generation,
+            "policy_generation": row.as_ref().map(|r| r.policy_generation),
+            "revocation_generation": row.as_ref().map(|r| r.revocation_generation),
+        }),
+    })?;
     Ok(d)
 }

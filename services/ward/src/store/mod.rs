@@ -5,8 +5,9 @@
 //! - Decisions (`decisions::authorize`, `decisions::authenticate`) are ONE statement in its own
 //!   implicit READ COMMITTED transaction: one snapshot, the database clock, no lock, no cache —
 //!   one statement per batch of questions asked together (`decisions::Resolver`, ADR 0006).
-//!   Their audit records are appended before the answer, or — for decisions asked over gRPC —
-//!   queued on the `decision_log` (ADR 0004).
+//!   Their audit records are queued on a `decision_log` before the answer and written in
+//!   batches behind it (ADR 0004): the office's for decisions asked over gRPC, the verifier's
+//!   own for Ward's own checks.
 //! - Every administrative change, and every exchange, runs in an explicit READ COMMITTED
 //!   transaction that first locks the principal row (`SELECT … FOR NO KEY UPDATE`), then reads and
 //!   changes that principal's credentials, sessions or assignments, bumps its generation and

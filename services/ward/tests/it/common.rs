@@ -9,6 +9,7 @@ use lychd_ward::domain::lifetime;
 use lychd_ward::store::PrincipalRecord;
 use lychd_ward::store::assignments::{self, Assigned};
 use lychd_ward::store::credentials::{self, IssuedCredential, NewSession};
+use lychd_ward::store::decision_log::DecisionLog;
 use lychd_ward::store::decisions::{self, DecisionRecord};
 use lychd_ward::store::principals::{self, Enrollment};
 use secrecy::ExposeSecret;
@@ -20,6 +21,8 @@ pub struct Ward {
     pub pool: PgPool,
     /// Decisions batched as the office batches them.
     pub resolver: decisions::Resolver,
+    /// Where the decisions' records go (as the verifier's own log).
+    pub log: DecisionLog,
 }
 
 pub async fn runtime_pool(db: &TestDb, size: u32) -> PgPool {
@@ -50,7 +53,13 @@ impl Ward {
         let db = lychd_testkit::test_db().await;
         let pool = runtime_pool(&db, size).await;
         let resolver = decisions::Resolver::start(pool.clone());
-        Ward { db, pool, resolver }
+        let (log, _writer) = DecisionLog::start(pool.clone());
+        Ward {
+            db,
+            pool,
+            resolver,
+            log,
+        }
     }
 
     pub async fn superuser(&self) -> PgConnection {
@@ -125,8 +134,9 @@ impl Ward {
         (action, object, audience, purpose): (&str, &str, &str, &str),
         expected_policy_generation: Option<i64>,
     ) -> DecisionRecord {
-        decisions::authorize(
+        let d = decisions::authorize(
             &self.resolver,
+            &self.log,
             &decisions::Question {
                 token,
                 action,
@@ -138,7 +148,10 @@ impl Ward {
             },
         )
         .await
-        .expect("decision")
+        .expect("decision");
+        // Its record is written before the test reads the audit.
+        self.log.flush().await.expect("decision record written");
+        d
     }
 
     /// Run `sql` as a superuser with triggers off (to age rows in ways the guards refuse).

@@ -151,7 +151,7 @@ impl Stack {
             &spec,
             ward_config,
             ward_pool.clone(),
-            lychd_ward::local_verifier(ward_pool.clone()),
+            lychd_ward::local_verifier(ward_pool.clone(), &Default::default()),
             Outgoing::new(Some(ward_session.clone())),
         );
         let ward = InProcess::start(ward_ctx.clone(), spec.start)

@@ -43,6 +43,7 @@ async fn race(
     let tasks: Vec<_> = (0..deciders)
         .map(|_| {
             let resolver = w.resolver.clone();
+            let log = w.log.clone();
             let token = token.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
@@ -51,6 +52,7 @@ async fn race(
                     let started = Instant::now();
                     let d = lychd_ward::store::decisions::authorize(
                         &resolver,
+                        &log,
                         &lychd_ward::store::decisions::Question {
                             token: &token,
                             action: LEASE.0,

@@ -20,7 +20,7 @@ fn query<'a>(token: &'a str, expected: Option<i64>) -> Query<'a> {
 #[tokio::test]
 async fn the_local_verifier_answers_from_the_tables() {
     let w = Ward::new().await;
-    let v = lychd_ward::local_verifier(w.pool.clone());
+    let v = lychd_ward::local_verifier(w.pool.clone(), &Default::default());
     let p = w.service("svc").await;
     let (c, s) = w.session(p.id).await;
     let t = s.token.expose_secret();
@@ -84,7 +84,7 @@ async fn without_its_database_the_verifier_allows_nothing() {
     let p = w.service("svc").await;
     w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
     let (_, s) = w.session(p.id).await;
-    let v = lychd_ward::local_verifier(w.pool.clone());
+    let v = lychd_ward::local_verifier(w.pool.clone(), &Default::default());
     assert!(
         v.authorize(&query(s.token.expose_secret(), None))
             .await
