@@ -43,7 +43,8 @@ pub const SOFT_PERCENT: u64 = 80;
 pub struct Handoff {
     /// `lychd.runner.handoff/v1`.
     pub schema: String,
-    /// The budget's field (`max_steps`, `max_tokens`, `max_wall_seconds`).
+    /// The budget's field (`max_steps`, `max_tokens`, `max_wall_seconds`, …), or
+    /// `tree.<field>` when the tree's total reached the root's budget first.
     pub budget: String,
     pub used: u64,
     pub limit: u64,
@@ -294,56 +295,6 @@ pub struct Clocks {
     pub suspended_ms: u64,
 }
 
-/// `p` with the residual-work handoff recorded when a budget (steps, tool calls, tokens, cost,
-/// wall or suspended seconds) has reached [`SOFT_PERCENT`] and none is recorded yet;
-/// `version` is the version the commit makes (its checkpoint carries the handoff).
-pub fn soft_boundary(
-    w: &Workflow,
-    budgets: &Budgets,
-    mut p: Progress,
-    clocks: Clocks,
-    version: i64,
-) -> Progress {
-    if p.handoff.is_some() {
-        return p;
-    }
-    let reached = [
-        ("max_steps", p.used.steps, budgets.0[STEPS]),
-        ("max_tool_calls", p.used.tool_calls, budgets.0[TOOL_CALLS]),
-        ("max_tokens", p.used.tokens, budgets.0[TOKENS]),
-        ("max_cost_milli", p.used.cost_milli, budgets.0[COST]),
-        (
-            "max_wall_seconds",
-            clocks.elapsed_ms / 1000,
-            budgets.0[WALL],
-        ),
-        (
-            "max_suspended_seconds",
-            clocks.suspended_ms / 1000,
-            budgets.0[SUSPENDED],
-        ),
-    ]
-    .into_iter()
-    .find(|(_, used, limit)| used.saturating_mul(100) >= limit.saturating_mul(SOFT_PERCENT));
-    if let Some((budget, used, limit)) = reached {
-        p.handoff = Some(Handoff {
-            schema: "lychd.runner.handoff/v1".into(),
-            budget: budget.into(),
-            used,
-            limit,
-            at_version: version,
-            residual_steps: p.frontier(w).into_iter().map(str::to_owned).collect(),
-            open_obligations: w
-                .obligations
-                .iter()
-                .filter(|o| !p.closed(w, &o.id))
-                .map(|o| o.id.clone())
-                .collect(),
-        });
-    }
-    p
-}
-
 /// The cost (thousandths of the contract's unit) of `tokens` at `price_milli_per_1k`
 /// thousandths per 1 000 tokens, rounded up (a started thousand is charged in part, never
 /// free); integers only.
@@ -481,6 +432,8 @@ pub fn model_of(w: &Workflow, index: usize) -> Option<(&str, Option<&str>)> {
     }
 }
 
+mod boundary;
+pub use boundary::{soft_boundary, tree_boundary};
 pub mod rounds;
 pub use rounds::{Round, fingerprint, repair_plan, verify_open};
 

@@ -202,7 +202,7 @@ impl Driver {
                 spent.used.suspended_ms = clocks.suspended_ms;
                 let spent =
                     progress::soft_boundary(&workflow, &budgets, spent, clocks, run.version + 1);
-                return match self.advance(&run, event, &spent).await? {
+                return match self.advance(&workflow, &run, event, &spent).await? {
                     Some(_) => Ok(Stopped::Idle),
                     None => Ok(Stopped::Fenced),
                 };
@@ -290,7 +290,10 @@ impl Driver {
                 progress::soft_boundary(&workflow, &budgets, after, clocks, run.version + 1);
             let sent = Instant::now();
             let capability = trace::capability(&workflow, event, &p);
-            run = match self.advance_on(&run, event, &after, capability).await? {
+            run = match self
+                .advance_on(&workflow, &run, event, &after, capability)
+                .await?
+            {
                 Some(after) => {
                     known_until = Some(sent + self.half_ttl());
                     after

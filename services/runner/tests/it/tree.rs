@@ -179,6 +179,10 @@ async fn bad_parents_depth_and_parallelism_are_refused_and_change_nothing() {
 
 /// The progress `used` of run `id` (its row).
 async fn used(s: &Stack, id: &str) -> serde_json::Value {
+    progress(s, id).await["used"].clone()
+}
+
+async fn progress(s: &Stack, id: &str) -> serde_json::Value {
     let row = runs::get(
         &s.spawned.ctx.pool,
         Uuid::parse_str(id).expect("uuid"),
@@ -187,7 +191,7 @@ async fn used(s: &Stack, id: &str) -> serde_json::Value {
     .await
     .expect("get")
     .expect("run");
-    serde_json::from_str::<serde_json::Value>(&row.progress).expect("json")["used"].clone()
+    serde_json::from_str::<serde_json::Value>(&row.progress).expect("json")
 }
 
 async fn desc_steps(s: &Stack, id: &str) -> i64 {
@@ -243,6 +247,14 @@ async fn children_consumption_counts_against_the_root_and_exhausts_the_tree() {
     );
     // The root took 2 steps: with the child's 3 the tree's 5 is spent.
     assert_eq!(used(&s, &root.run_id).await["steps"], 2);
+    // Its first step brought the tree to 4 of the root's 5 (80 %): that commit recorded the
+    // tree's residual-work handoff, though the root alone had used 1 of 5.
+    let handoff = progress(&s, &root.run_id).await["handoff"].clone();
+    assert_eq!(handoff["budget"], "tree.max_steps", "{handoff}");
+    assert_eq!(
+        (handoff["used"].as_u64(), handoff["limit"].as_u64()),
+        (Some(4), Some(5))
+    );
     let t = transitions(&mut s.client, &root.run_id).await.expect("t");
     assert_eq!(
         t.iter().filter(|t| t.trigger == "plan_step").count(),

@@ -11,6 +11,7 @@ use super::RunRow;
 use crate::domain::budgets::Budgets;
 use crate::domain::progress::{self, Progress};
 use crate::domain::tree;
+use crate::domain::workflow::Workflow;
 use crate::store::tree as store_tree;
 
 /// A commit of `event` with `progress` (from `before`) that consumes (steps, tokens, tool
@@ -19,6 +20,7 @@ use crate::store::tree as store_tree;
 /// (`domain::tree::gate`); the event and progress to commit.
 pub(super) async fn gate<'e>(
     tx: &mut Transaction<'_, Postgres>,
+    w: &Workflow,
     run: &RunRow,
     before: &Progress,
     event: &'e str,
@@ -31,27 +33,40 @@ pub(super) async fn gate<'e>(
         return Ok((event, progress));
     };
     let tree_before = tree::add(unsigned(root.own), unsigned(root.desc));
-    Ok(gated(root.budgets, tree_before, before, event, progress))
+    Ok(gated(
+        w,
+        run,
+        root.budgets,
+        tree_before,
+        before,
+        event,
+        progress,
+    ))
 }
 
 /// [`gate`] of a root's own commit without a lock: its totals from the row as read (its own
 /// progress and its descendants' `desc`), which the commit then fences on (a descendant's
 /// charge since the read fails the commit, and the driver reads the row again).
 pub(super) fn gate_root<'e>(
+    w: &Workflow,
     run: &RunRow,
     before: &Progress,
     event: &'e str,
     progress: Progress,
 ) -> (&'e str, Progress) {
     let tree_before = tree::add(tree::totals(&before.used), unsigned(run.desc));
-    gated(run.budgets, tree_before, before, event, progress)
+    gated(w, run, run.budgets, tree_before, before, event, progress)
 }
 
 fn unsigned(v: [i64; 4]) -> tree::Totals {
     v.map(|x| u64::try_from(x).unwrap_or(0))
 }
 
+/// The tree's gate on `event` (the hard boundary), and when it stands the tree's soft
+/// boundary (`progress::tree_boundary`) at the version the commit makes.
 fn gated<'e>(
+    w: &Workflow,
+    run: &RunRow,
     budgets: [i32; 9],
     tree_before: tree::Totals,
     before: &Progress,
@@ -59,12 +74,16 @@ fn gated<'e>(
     progress: Progress,
 ) -> (&'e str, Progress) {
     let budgets = Budgets(budgets.map(|b| u64::try_from(b).unwrap_or(0)));
+    let tree_after = tree::add(tree_before, tree::delta(&before.used, &progress.used));
     let handoff = progress.handoff.clone();
-    let (event, mut progress) = tree::gate(&budgets, tree_before, before, event, progress);
+    let (gated, mut progress) = tree::gate(&budgets, tree_before, before, event, progress);
     if progress.handoff.is_none() {
         progress.handoff = handoff;
     }
-    (event, progress)
+    if gated == event {
+        progress = progress::tree_boundary(w, &budgets, tree_after, progress, run.version + 1);
+    }
+    (gated, progress)
 }
 
 /// The waiting states whose time counts against `max_suspended_seconds`

@@ -48,17 +48,19 @@ impl Driver {
     /// the fence moved (nothing written).
     pub(super) async fn advance(
         &self,
+        w: &Workflow,
         run: &RunRow,
         event: &str,
         progress: &Progress,
     ) -> Result<Option<RunRow>, RunnerError> {
-        self.advance_on(run, event, progress, "").await
+        self.advance_on(w, run, event, progress, "").await
     }
 
     /// [`Self::advance`] naming the capability of the step the transition concerns (a trace
     /// field of the contract).
     pub(super) async fn advance_on(
         &self,
+        w: &Workflow,
         run: &RunRow,
         event: &str,
         progress: &Progress,
@@ -82,8 +84,8 @@ impl Driver {
             None
         };
         let (event, progress) = match tx.as_mut() {
-            Some(tx) => gate(tx, run, &before, event, progress.clone()).await?,
-            None if root_alone => gate_root(run, &before, event, progress.clone()),
+            Some(tx) => gate(tx, w, run, &before, event, progress.clone()).await?,
+            None if root_alone => gate_root(w, run, &before, event, progress.clone()),
             None => (event, progress.clone()),
         };
         let Some(edge) = s.fsm.next(&run.state, event) else {
