@@ -4,10 +4,13 @@
 use std::time::Duration;
 
 use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
-use lychd_proto::dispatcher::v1::{LeaseInfo, LeaseState, ListLeasesRequest};
+use lychd_proto::dispatcher::v1::{
+    CapabilityInfo, LeaseInfo, LeaseState, ListCapabilitiesRequest, ListLeasesRequest, Phase,
+};
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_proto::orchestrator::v1::{
-    Containment, ListContainmentsRequest, ListTransitionsRequest, Transition, TransitionPhase,
+    CancelTransitionRequest, Containment, ListContainmentsRequest, ListTransitionsRequest,
+    Transition, TransitionEvent, TransitionPhase, WatchTransitionsRequest,
 };
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
@@ -91,6 +94,51 @@ impl Hardware {
         Ok(list.iter().map(TransitionView::from).collect())
     }
 
+    /// The Orchestrator's transition feed from now on (`WatchTransitions`), with the person's own
+    /// session: one event per recorded phase of a transition the person may read.
+    pub async fn watch_transitions(
+        &self,
+        token: Option<&str>,
+    ) -> Result<tonic::Streaming<TransitionEvent>, Refusal> {
+        let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
+        let mut request = tonic::Request::new(WatchTransitionsRequest {
+            after_sequence: None,
+        });
+        // No deadline: the stream stays open as long as the page does.
+        request.metadata_mut().insert(
+            "authorization",
+            crate::ward::bearer(token.ok_or_else(no_session)?)?,
+        );
+        OrchestratorClient::new(channel)
+            .watch_transitions(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| Refusal::from_status(&s))
+    }
+
+    /// `CancelTransition` of the person's own session: the Orchestrator refuses anyone but the
+    /// transition's owner (`TRANSITION_NOT_OWNED`). Answers the transition as recorded.
+    pub async fn cancel_transition(
+        &self,
+        token: Option<&str>,
+        id: &str,
+    ) -> Result<Option<TransitionView>, Refusal> {
+        let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            CancelTransitionRequest {
+                transition_id: id.to_owned(),
+                wait_ms: None,
+            },
+            token.ok_or_else(no_session)?,
+        )?;
+        let answer = OrchestratorClient::new(channel)
+            .cancel_transition(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner();
+        Ok(answer.transition.as_ref().map(TransitionView::from))
+    }
+
     pub async fn containments(&self, token: Option<&str>) -> Result<Vec<ContainmentView>, Refusal> {
         let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
         let request = authorized(
@@ -106,6 +154,26 @@ impl Hardware {
             .into_inner()
             .containments;
         Ok(list.iter().map(ContainmentView::from).collect())
+    }
+
+    /// The Dispatcher's registry (`ListCapabilities`): each capability with its animator's last
+    /// observation and admission.
+    pub async fn capabilities(&self, token: Option<&str>) -> Result<Vec<CapabilityView>, Refusal> {
+        let channel = self.dispatcher.clone().ok_or_else(not_configured)?;
+        let request = authorized(ListCapabilitiesRequest {}, token.ok_or_else(no_session)?)?;
+        let answer = DispatcherClient::new(channel)
+            .list_capabilities(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner();
+        Ok(answer
+            .capabilities
+            .iter()
+            .map(|c| {
+                let admission = answer.admission.iter().find(|a| a.animator == c.animator);
+                CapabilityView::new(c, admission)
+            })
+            .collect())
     }
 
     pub async fn leases(&self, token: Option<&str>) -> Result<Vec<LeaseView>, Refusal> {
@@ -215,6 +283,51 @@ impl From<&LeaseInfo> for LeaseView {
             },
             issued_at: instant(l.issued_at.as_ref()),
             expires_at: instant(l.expires_at.as_ref()),
+        }
+    }
+}
+
+pub struct CapabilityView {
+    pub key: String,
+    pub animator: String,
+    pub model: String,
+    pub context_tokens: u32,
+    pub phase: String,
+    pub reason: String,
+    pub observed_at: String,
+    /// `open`, `closed (n)` or `unknown` when the Dispatcher answered no admission state.
+    pub admission: String,
+    pub live_leases: String,
+}
+
+impl CapabilityView {
+    fn new(
+        c: &CapabilityInfo,
+        admission: Option<&lychd_proto::dispatcher::v1::AdmissionState>,
+    ) -> Self {
+        let observation = c.observation.as_ref();
+        CapabilityView {
+            key: c.capability_key.clone(),
+            animator: c.animator.clone(),
+            model: c
+                .route
+                .as_ref()
+                .map(|r| r.model.clone())
+                .unwrap_or_default(),
+            context_tokens: c.route.as_ref().map_or(0, |r| r.context_tokens),
+            phase: observation
+                .and_then(|o| Phase::try_from(o.phase).ok())
+                .filter(|p| *p != Phase::Unspecified)
+                .map(|p| p.as_str_name().trim_start_matches("PHASE_").to_lowercase())
+                .unwrap_or_else(|| "not observed".into()),
+            reason: observation.map(|o| o.reason.clone()).unwrap_or_default(),
+            observed_at: instant(observation.and_then(|o| o.observed_at.as_ref())),
+            admission: match admission {
+                Some(a) if a.open_closures == 0 => "open".into(),
+                Some(a) => format!("closed ({})", a.open_closures),
+                None => "unknown".into(),
+            },
+            live_leases: admission.map_or_else(|| "unknown".into(), |a| a.live_leases.to_string()),
         }
     }
 }

@@ -103,6 +103,14 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
                 "Sign in again with your credential.",
             )
         }
+        "TRANSITION_NOT_OWNED" => (
+            "Only the principal whose request started this transition may cancel it; you joined it or did not request it. Nothing was changed.",
+            "Ask the transition's owner to cancel it, or wait for it to settle.",
+        ),
+        "TRANSITION_NOT_RUNNING" => (
+            "The transition has already settled (or is unknown), so there is nothing to cancel. Nothing was changed.",
+            "Reload the transitions page and look at its final phase.",
+        ),
         "NOT_CONFIGURED" => (
             "The console was started without this office's address.",
             "Start it with the office's endpoint (--orchestrator, --dispatcher); lychd dev does.",
@@ -144,7 +152,7 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
     }
 }
 
-fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, Refusal> {
+pub(crate) fn bearer(token: &str) -> Result<MetadataValue<tonic::metadata::Ascii>, Refusal> {
     MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
         let (words, next) = explain(Code::Unauthenticated, "CREDENTIAL_MALFORMED");
         Refusal {

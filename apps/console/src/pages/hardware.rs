@@ -2,7 +2,42 @@
 //! office: transitions, containments (with what recovery needs), leases.
 
 use super::*;
-use crate::hardware::{ContainmentView, DISPATCHER, LeaseView, ORCHESTRATOR, TransitionView};
+use crate::hardware::{
+    CapabilityView, ContainmentView, DISPATCHER, LeaseView, ORCHESTRATOR, TransitionView,
+};
+
+#[derive(Template)]
+#[template(path = "capabilities.html")]
+pub(super) struct CapabilitiesPage<'a> {
+    principal: Option<&'a str>,
+    csrf: &'a str,
+    capabilities: Vec<CapabilityView>,
+    refusal: Option<Refusal>,
+}
+
+pub(super) async fn capabilities_page(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    let read = app
+        .hardware
+        .capabilities(session.token_for(DISPATCHER))
+        .await;
+    let Some((capabilities, refusal)) = rows(&app, &handle, read) else {
+        return to_signin();
+    };
+    let status = refusal.as_ref().map_or(StatusCode::OK, status_of);
+    html(
+        status,
+        CapabilitiesPage {
+            principal: Some(&session.principal),
+            csrf: &session.csrf,
+            capabilities,
+            refusal,
+        }
+        .render(),
+    )
+}
 
 #[derive(Template)]
 #[template(path = "transitions.html")]
@@ -11,6 +46,25 @@ pub(super) struct TransitionsPage<'a> {
     csrf: &'a str,
     transitions: Vec<TransitionView>,
     refusal: Option<Refusal>,
+}
+
+#[derive(Template)]
+#[template(path = "transition_list.html")]
+pub(super) struct TransitionList<'a> {
+    csrf: &'a str,
+    transitions: Vec<TransitionView>,
+    refusal: Option<Refusal>,
+}
+
+#[derive(Template)]
+#[template(path = "transition_outcome.html")]
+pub(super) struct TransitionOutcome<'a> {
+    principal: Option<&'a str>,
+    csrf: &'a str,
+    title: &'a str,
+    message: &'a str,
+    refusal: Option<Refusal>,
+    transition: Option<TransitionView>,
 }
 
 #[derive(Template)]
@@ -66,6 +120,88 @@ pub(super) async fn transitions_page(State(app): AppState, headers: HeaderMap) -
             csrf: &session.csrf,
             transitions,
             refusal,
+        }
+        .render(),
+    )
+}
+
+/// The transitions list alone (what the live script fetches on each `transition` event).
+pub(super) async fn transitions_fragment(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    let read = app
+        .hardware
+        .transitions(session.token_for(ORCHESTRATOR))
+        .await;
+    let Some((transitions, refusal)) = rows(&app, &handle, read) else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    html(
+        StatusCode::OK,
+        TransitionList {
+            csrf: &session.csrf,
+            transitions,
+            refusal,
+        }
+        .render(),
+    )
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `CancelTransition` with the person's own session; the Orchestrator decides who owns it.
+pub(super) async fn cancel_transition(
+    State(app): AppState,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<CsrfForm>,
+) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    if !same(&form.csrf, &session.csrf) {
+        return forged(Some(&session));
+    }
+    let answer = app
+        .hardware
+        .cancel_transition(session.token_for(ORCHESTRATOR), &id)
+        .await;
+    let (status, title, message, refusal, transition) = match answer {
+        Ok(t) => (
+            StatusCode::OK,
+            "Cancellation recorded",
+            "The Orchestrator recorded your cancellation; the transition settles as its table says \
+             (restored, or contained when the prior world cannot be proved). Follow its phase on \
+             the transitions page.",
+            None,
+            t,
+        ),
+        Err(r) if r.ends_session() => {
+            app.sessions.close(&handle);
+            return to_signin();
+        }
+        Err(r) => (
+            status_of(&r),
+            "Not cancelled",
+            "The Orchestrator refused the cancellation.",
+            Some(r),
+            None,
+        ),
+    };
+    html(
+        status,
+        TransitionOutcome {
+            principal: Some(&session.principal),
+            csrf: &session.csrf,
+            title,
+            message,
+            refusal,
+            transition,
         }
         .render(),
     )

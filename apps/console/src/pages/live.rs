@@ -19,27 +19,55 @@ pub(super) async fn events(State(app): AppState, headers: HeaderMap) -> Response
         }
     };
     drop(session);
-    Sse::new(changes(app, handle, stream))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    Sse::new(changes(app, handle, stream, "consent", |c| {
+        c.change.to_string()
+    }))
+    .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    .into_response()
 }
 
-fn changes(
+/// One `transition` event per phase the Orchestrator records (`WatchTransitions` with the
+/// person's own Orchestrator session; its data is the feed sequence), ended like `/events`.
+pub(super) async fn transition_events(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    let stream = match app
+        .hardware
+        .watch_transitions(session.token_for(crate::hardware::ORCHESTRATOR))
+        .await
+    {
+        Ok(s) => s,
+        Err(r) => {
+            if r.ends_session() {
+                app.sessions.close(&handle);
+            }
+            return status_of(&r).into_response();
+        }
+    };
+    drop(session);
+    Sse::new(changes(app, handle, stream, "transition", |e| {
+        e.sequence.to_string()
+    }))
+    .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    .into_response()
+}
+
+/// The events of one office stream: `kind` with `data(message)` per message, then `end`.
+fn changes<M: Send + 'static>(
     app: Arc<App>,
     handle: String,
-    stream: tonic::Streaming<lychd_proto::ward::v1::WatchConsentsResponse>,
+    stream: tonic::Streaming<M>,
+    kind: &'static str,
+    data: fn(&M) -> String,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let tick = tokio::time::interval(Duration::from_secs(1));
     let closing = app.closing.clone();
     futures::stream::unfold(
         Some((app, handle, stream, tick, closing)),
-        |state| async move {
-            enum Next {
-                Change(
-                    Box<
-                        Result<Option<lychd_proto::ward::v1::WatchConsentsResponse>, tonic::Status>,
-                    >,
-                ),
+        move |state| async move {
+            enum Next<M> {
+                Change(Box<Result<Option<M>, tonic::Status>>),
                 Closing,
                 Tick,
             }
@@ -60,9 +88,7 @@ fn changes(
                     }
                     Next::Change(change) => match *change {
                         Ok(Some(change)) => {
-                            let event = Event::default()
-                                .event("consent")
-                                .data(change.change.to_string());
+                            let event = Event::default().event(kind).data(data(&change));
                             return Some((Ok(event), Some((app, handle, stream, tick, closing))));
                         }
                         Ok(None) => return end("ended".into()),

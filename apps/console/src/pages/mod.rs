@@ -10,7 +10,9 @@
 //! | `GET /consents/pending` | the same list alone (what the live script fetches) |
 //! | `POST /consents/{id}/decide` | `Decide` with the review digest that was displayed |
 //! | `GET /consents/history` | settled consents |
-//! | `GET /transitions`, `/containments`, `/leases` | read-only: the Orchestrator's transitions and containments (with what recovery needs), the Dispatcher's live leases |
+//! | `GET /transitions` | the Orchestrator's transitions, phases live; `GET /transitions/list` the list alone; `GET /transitions/events` one Server-Sent Event per recorded phase (`WatchTransitions`) |
+//! | `POST /transitions/{id}/cancel` | `CancelTransition` (the owner's; the Orchestrator refuses anyone else) |
+//! | `GET /containments`, `/leases`, `/capabilities` | read-only: containments (with what recovery needs), the Dispatcher's live leases and its capabilities (`ListCapabilities`) |
 //! | `GET /events` | Server-Sent Events: one per consent change (`WatchConsents`) |
 //! | `GET /static/…`, `GET /healthz` | the stylesheet and script; liveness |
 
@@ -37,8 +39,11 @@ mod live;
 mod signin;
 
 use consents::{decide, history_page, pending_fragment, pending_page};
-use hardware::{containments_page, leases_page, transitions_page};
-use live::events;
+use hardware::{
+    cancel_transition, capabilities_page, containments_page, leases_page, transitions_fragment,
+    transitions_page,
+};
+use live::{events, transition_events};
 use signin::{signin, signin_page, signout};
 
 use crate::limit::SignInLimit;
@@ -116,8 +121,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/consents/{id}/decide", post(decide))
         .route("/events", get(events))
         .route("/transitions", get(transitions_page))
+        .route("/transitions/list", get(transitions_fragment))
+        .route("/transitions/events", get(transition_events))
+        .route("/transitions/{id}/cancel", post(cancel_transition))
         .route("/containments", get(containments_page))
         .route("/leases", get(leases_page))
+        .route("/capabilities", get(capabilities_page))
         .route(
             "/static/console.css",
             get(|| async { asset("text/css", CSS) }),

@@ -113,6 +113,7 @@ async fn the_console_in_a_real_browser() {
 
     sign_in(&mut walk).await;
     the_hardware_pages_read_with_the_persons_own_sessions(&mut walk).await;
+    a_transition_follows_live_and_its_owner_cancels_it(&mut walk).await;
     a_proposal_appears_and_its_approval_is_consumed_by_the_agent(&mut walk).await;
     page_weight(&mut walk).await;
     a_verdict_on_a_binding_other_than_the_displayed_one_is_refused(&mut walk).await;
@@ -185,6 +186,7 @@ async fn the_hardware_pages_read_with_the_persons_own_sessions(walk: &mut Walk) 
         ("transitions", "Transitions"),
         ("containments", "Containments"),
         ("leases", "Leases"),
+        ("capabilities", "Capabilities"),
     ]
     .into_iter()
     .enumerate()
@@ -199,8 +201,84 @@ async fn the_hardware_pages_read_with_the_persons_own_sessions(walk: &mut Walk) 
             "{link}: {}",
             walk.browser.source().await
         );
-        walk.look(&format!("02{}-{link}", ["a", "b", "c"][n])).await;
+        walk.look(&format!("02{}-{link}", ["a", "b", "c", "g"][n]))
+            .await;
     }
+    // The registry as `lychd dev` declares it to the Dispatcher: the resident animator's model.
+    let registry = walk.browser.text("#capabilities").await;
+    assert!(
+        registry.contains("sim0") && registry.contains("qwen3-0.6b"),
+        "{registry}"
+    );
+    walk.browser.click("nav a[href='/consents']").await;
+    walk.browser
+        .wait_until(
+            "return document.getElementById('pending') !== null && document.getElementById('pending').getAttribute('data-live') === 'open';",
+            Duration::from_secs(10),
+        )
+        .await;
+}
+
+/// The phase of transition `id` in the open transitions page, once it is listed.
+fn phase_is(id: &str, phase: &str) -> String {
+    format!(
+        "const c = document.querySelector('#t-{id} .phase'); return c !== null && c.textContent === '{phase}';"
+    )
+}
+
+/// The transitions page follows phases live (`WatchTransitions`): the operator's own
+/// transition — its evictee's lease holding it in `draining` — appears and reaches `draining`
+/// without a reload; its owner cancels it from the page, and the page, open again, follows it
+/// to `cancelled restored`.
+async fn a_transition_follows_live_and_its_owner_cancels_it(walk: &mut Walk) {
+    let live = "const l = document.getElementById('transition-list'); return l !== null && l.getAttribute('data-live') === 'open';";
+    walk.browser.click("nav a[href='/transitions']").await;
+    walk.browser.wait_until(live, Duration::from_secs(10)).await;
+    walk.browser
+        .run("window.__notReloaded = true; return true;")
+        .await;
+    let lease = walk.stack.lease("llama-3.1-8b-q4").await;
+    let id = walk
+        .stack
+        .request_transition("gpu-b:chat:qwen3-8b-q4", "console-e2e-swap")
+        .await;
+    walk.browser
+        .wait_until(&phase_is(&id, "draining"), Duration::from_secs(15))
+        .await;
+    assert_eq!(
+        walk.browser
+            .run("return window.__notReloaded === true;")
+            .await,
+        serde_json::Value::Bool(true),
+        "the transition's phases appeared without a reload"
+    );
+    walk.look("02d-transitions-live").await;
+    walk.browser.click(&format!("#t-{id} button.cancel")).await;
+    assert_eq!(
+        walk.browser.text("#outcome").await,
+        "Cancellation recorded",
+        "{}",
+        walk.browser.source().await
+    );
+    walk.look("02e-transition-cancel").await;
+    walk.browser.click("#back").await;
+    walk.browser
+        .wait_until(
+            &phase_is(&id, "cancelled restored"),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(
+        walk.browser
+            .run(&format!(
+                "return document.querySelector('#t-{id} button.cancel') === null;"
+            ))
+            .await
+            == serde_json::Value::Bool(true),
+        "a settled transition offers no cancel"
+    );
+    walk.look("02f-transition-cancelled").await;
+    walk.stack.release(&lease).await;
     walk.browser.click("nav a[href='/consents']").await;
     walk.browser
         .wait_until(

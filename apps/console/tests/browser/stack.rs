@@ -6,6 +6,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
+use lychd_proto::dispatcher::v1::{
+    Demand, Family, LeaseRequest, ReleaseLeaseRequest, lease_response,
+};
+use lychd_proto::orchestrator::v1::RequestTransitionRequest;
+use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{
     AssignRequest, CancelForRunRequest, Consent, ConsentState, ConsumeConsentRequest,
@@ -23,6 +29,8 @@ pub struct Stack {
     child: Option<tokio::process::Child>,
     _state: tempfile::TempDir,
     ward: Channel,
+    orchestrator: Channel,
+    dispatcher: Channel,
     operator_token: String,
     pub operator_credential: String,
     pub console_url: String,
@@ -58,6 +66,8 @@ impl Stack {
         let mut stack = Stack {
             child: Some(child),
             ward: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
+            orchestrator: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
+            dispatcher: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
             operator_token: String::new(),
             operator_credential: String::new(),
             console_url: String::new(),
@@ -83,6 +93,15 @@ impl Stack {
             .connect()
             .await
             .expect("connect to ward");
+        for (office, channel) in [
+            ("orchestrator", &mut stack.orchestrator),
+            ("dispatcher", &mut stack.dispatcher),
+        ] {
+            let at = endpoints[office].as_str().expect("office endpoint");
+            *channel = Channel::from_shared(format!("http://{at}"))
+                .expect("url")
+                .connect_lazy();
+        }
         let read = |name: &str| {
             std::fs::read_to_string(dev.join(name))
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -237,6 +256,92 @@ impl Stack {
             .find(|c| c.consent_id == id)
             .expect("the consent is listed");
         ConsentState::try_from(c.state).expect("a state")
+    }
+
+    /// The dev operator's own session for `office` (its credential exchanged at Ward), as a
+    /// grpcurl user gets one.
+    pub async fn operator_session(&self, office: &str) -> String {
+        self.client()
+            .exchange_credential(request(
+                ExchangeCredentialRequest {
+                    ttl_seconds: 0,
+                    audiences: vec![office.into()],
+                },
+                &self.operator_credential,
+            ))
+            .await
+            .expect("exchange")
+            .into_inner()
+            .session_token
+    }
+
+    /// The operator leases `model` from the Dispatcher (its animator then has a lease to
+    /// drain); returns the lease id.
+    pub async fn lease(&self, model: &str) -> String {
+        let token = self.operator_session("dispatcher").await;
+        let answer = DispatcherClient::new(self.dispatcher.clone())
+            .lease(request(
+                LeaseRequest {
+                    demand: Some(Demand {
+                        family: Family::Chat as i32,
+                        capability_key: String::new(),
+                        model_id: model.into(),
+                        input_modalities: Vec::new(),
+                        tools_required: false,
+                    }),
+                    holder: "console-e2e".into(),
+                    run_id: String::new(),
+                    attempt_id: String::new(),
+                    priority: 0,
+                    ttl_seconds: 120,
+                    request_id: String::new(),
+                },
+                &token,
+            ))
+            .await
+            .expect("lease")
+            .into_inner();
+        match answer.outcome {
+            Some(lease_response::Outcome::Granted(g)) => g.lease_id,
+            other => panic!("{model} not granted: {other:?}"),
+        }
+    }
+
+    pub async fn release(&self, lease: &str) {
+        let token = self.operator_session("dispatcher").await;
+        DispatcherClient::new(self.dispatcher.clone())
+            .release_lease(request(
+                ReleaseLeaseRequest {
+                    lease_id: lease.into(),
+                    holder: "console-e2e".into(),
+                },
+                &token,
+            ))
+            .await
+            .expect("release");
+    }
+
+    /// The operator requests a transition making `capability` WARM (answered once recorded);
+    /// returns its id.
+    pub async fn request_transition(&self, capability: &str, request_id: &str) -> String {
+        let token = self.operator_session("orchestrator").await;
+        OrchestratorClient::new(self.orchestrator.clone())
+            .request_transition(request(
+                RequestTransitionRequest {
+                    capability_key: capability.into(),
+                    priority: 50,
+                    admission_timeout_s: None,
+                    request_id: request_id.into(),
+                    wait_ms: None,
+                },
+                &token,
+            ))
+            .await
+            .expect("request a transition")
+            .into_inner()
+            .transition
+            .expect("the transition")
+            .transition_id
     }
 
     /// Ctrl-C, as an operator stops it; everything must stop cleanly.
