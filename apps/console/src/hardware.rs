@@ -10,7 +10,8 @@ use lychd_proto::dispatcher::v1::{
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
 use lychd_proto::orchestrator::v1::{
     CancelTransitionRequest, Containment, ListContainmentsRequest, ListTransitionsRequest,
-    Transition, TransitionEvent, TransitionPhase, WatchTransitionsRequest,
+    RecoverContainmentRequest, Transition, TransitionEvent, TransitionPhase,
+    WatchTransitionsRequest,
 };
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
@@ -137,6 +138,30 @@ impl Hardware {
             .map_err(|s| Refusal::from_status(&s))?
             .into_inner();
         Ok(answer.transition.as_ref().map(TransitionView::from))
+    }
+
+    /// `RecoverContainment` of the person's own session: the Orchestrator has the Dispatcher
+    /// observe the recorded animators afresh and recovers only on a proved world. Answers the
+    /// record and which world was proved (`PRIOR`, `DESIRED` or `STOPPED`).
+    pub async fn recover_containment(
+        &self,
+        token: Option<&str>,
+        id: i64,
+    ) -> Result<(Option<ContainmentView>, String), Refusal> {
+        let channel = self.orchestrator.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            RecoverContainmentRequest { containment_id: id },
+            token.ok_or_else(no_session)?,
+        )?;
+        let answer = OrchestratorClient::new(channel)
+            .recover_containment(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner();
+        Ok((
+            answer.containment.as_ref().map(ContainmentView::from),
+            answer.proved,
+        ))
     }
 
     pub async fn containments(&self, token: Option<&str>) -> Result<Vec<ContainmentView>, Refusal> {

@@ -111,6 +111,14 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
             "The transition has already settled (or is unknown), so there is nothing to cancel. Nothing was changed.",
             "Reload the transitions page and look at its final phase.",
         ),
+        "WORLD_NOT_PROVEN" => (
+            "The Dispatcher's fresh observation of the recorded animators proves neither the recorded prior world nor the transition's desired one, so the containment stays and nothing reopens.",
+            "Bring the host to one of the recorded worlds (the proof columns on the containments page), check it, then recover again.",
+        ),
+        "CONTAINMENT_NOT_FOUND" => (
+            "The Orchestrator has no containment with this id. Nothing was changed.",
+            "Reload the containments page and recover one it lists.",
+        ),
         "NOT_CONFIGURED" => (
             "The console was started without this office's address.",
             "Start it with the office's endpoint (--orchestrator, --dispatcher); lychd dev does.",

@@ -207,6 +207,84 @@ pub(super) async fn cancel_transition(
     )
 }
 
+#[derive(Template)]
+#[template(path = "containment_outcome.html")]
+pub(super) struct ContainmentOutcome<'a> {
+    principal: Option<&'a str>,
+    csrf: &'a str,
+    title: &'a str,
+    message: String,
+    refusal: Option<Refusal>,
+    containment: Option<ContainmentView>,
+}
+
+/// `RecoverContainment` with the person's own session. The proof is not typed in: the
+/// Orchestrator has the Dispatcher observe the recorded animators afresh; the page shows what
+/// the proof must find.
+pub(super) async fn recover_containment(
+    State(app): AppState,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<CsrfForm>,
+) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    if !same(&form.csrf, &session.csrf) {
+        return forged(Some(&session));
+    }
+    let page = |status, title, message, refusal, containment| {
+        html(
+            status,
+            ContainmentOutcome {
+                principal: Some(&session.principal),
+                csrf: &session.csrf,
+                title,
+                message,
+                refusal,
+                containment,
+            }
+            .render(),
+        )
+    };
+    let Ok(id) = id.parse::<i64>() else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "No such containment",
+            "A containment id is a number: use the Recover button of the containments page.".into(),
+            None,
+            None,
+        );
+    };
+    match app
+        .hardware
+        .recover_containment(session.token_for(ORCHESTRATOR), id)
+        .await
+    {
+        Ok((containment, proved)) => page(
+            StatusCode::OK,
+            "Recovered",
+            format!(
+                "The Dispatcher's fresh observation proved the recorded world ({proved}); the \
+                 Orchestrator reopened admission and marked the containment recovered."
+            ),
+            None,
+            containment,
+        ),
+        Err(r) if r.ends_session() => {
+            app.sessions.close(&handle);
+            to_signin()
+        }
+        Err(r) => page(
+            status_of(&r),
+            "Not recovered",
+            "The Orchestrator refused the recovery; the containment stays.".into(),
+            Some(r),
+            None,
+        ),
+    }
+}
+
 pub(super) async fn containments_page(State(app): AppState, headers: HeaderMap) -> Response {
     let Some((handle, session)) = signed(&app, &headers) else {
         return to_signin();

@@ -11,6 +11,7 @@
 //! | `POST /consents/{id}/decide` | `Decide` with the review digest that was displayed |
 //! | `GET /consents/history` | settled consents |
 //! | `GET /transitions` | the Orchestrator's transitions, phases live; `GET /transitions/list` the list alone; `GET /transitions/events` one Server-Sent Event per recorded phase (`WatchTransitions`) |
+//! | `POST /containments/{id}/recover` | `RecoverContainment` (the Orchestrator observes the proof afresh) |
 //! | `POST /transitions/{id}/cancel` | `CancelTransition` (the owner's; the Orchestrator refuses anyone else) |
 //! | `GET /containments`, `/leases`, `/capabilities` | read-only: containments (with what recovery needs), the Dispatcher's live leases and its capabilities (`ListCapabilities`) |
 //! | `GET /events` | Server-Sent Events: one per consent change (`WatchConsents`) |
@@ -40,8 +41,8 @@ mod signin;
 
 use consents::{decide, history_page, pending_fragment, pending_page};
 use hardware::{
-    cancel_transition, capabilities_page, containments_page, leases_page, transitions_fragment,
-    transitions_page,
+    cancel_transition, capabilities_page, containments_page, leases_page, recover_containment,
+    transitions_fragment, transitions_page,
 };
 use live::{events, transition_events};
 use signin::{signin, signin_page, signout};
@@ -125,6 +126,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/transitions/events", get(transition_events))
         .route("/transitions/{id}/cancel", post(cancel_transition))
         .route("/containments", get(containments_page))
+        .route("/containments/{id}/recover", post(recover_containment))
         .route("/leases", get(leases_page))
         .route("/capabilities", get(capabilities_page))
         .route(

@@ -114,6 +114,7 @@ async fn the_console_in_a_real_browser() {
     sign_in(&mut walk).await;
     the_hardware_pages_read_with_the_persons_own_sessions(&mut walk).await;
     a_transition_follows_live_and_its_owner_cancels_it(&mut walk).await;
+    a_recovery_without_its_proof_is_refused(&mut walk).await;
     a_proposal_appears_and_its_approval_is_consumed_by_the_agent(&mut walk).await;
     page_weight(&mut walk).await;
     a_verdict_on_a_binding_other_than_the_displayed_one_is_refused(&mut walk).await;
@@ -279,6 +280,45 @@ async fn a_transition_follows_live_and_its_owner_cancels_it(walk: &mut Walk) {
     );
     walk.look("02f-transition-cancelled").await;
     walk.stack.release(&lease).await;
+    walk.browser.click("nav a[href='/consents']").await;
+    walk.browser
+        .wait_until(
+            "return document.getElementById('pending') !== null && document.getElementById('pending').getAttribute('data-live') === 'open';",
+            Duration::from_secs(10),
+        )
+        .await;
+}
+
+/// The recover form is the person's own `RecoverContainment`: the dev stack has no containment,
+/// so a recovery of one (a form like the page's, carrying the session's CSRF token) finds no
+/// record to prove and is refused in plain words with the Orchestrator's reason; nothing changes.
+async fn a_recovery_without_its_proof_is_refused(walk: &mut Walk) {
+    walk.browser.click("nav a[href='/containments']").await;
+    assert_eq!(walk.browser.text("h1").await, "Containments");
+    walk.browser
+        .run(
+            "const f = document.createElement('form'); f.method = 'post';
+             f.action = '/containments/424242/recover';
+             const c = document.querySelector('form.signout input[name=csrf]').cloneNode();
+             f.appendChild(c); const b = document.createElement('button'); b.type = 'submit';
+             b.id = 'recover-unknown'; b.textContent = 'Recover'; f.appendChild(b);
+             document.querySelector('main').appendChild(f); return true;",
+        )
+        .await;
+    walk.browser.click("#recover-unknown").await;
+    assert_eq!(walk.browser.text("#outcome").await, "Not recovered");
+    assert_eq!(walk.browser.text("#reason").await, "CONTAINMENT_NOT_FOUND");
+    let words = walk.browser.text("#refusal").await;
+    assert!(
+        words.contains("no containment with this id") && words.contains("What to do next"),
+        "{words}"
+    );
+    walk.look("02h-recover-refused").await;
+    walk.browser.click("#back").await;
+    assert_eq!(
+        walk.browser.text("#none").await,
+        "No containment has been recorded."
+    );
     walk.browser.click("nav a[href='/consents']").await;
     walk.browser
         .wait_until(
