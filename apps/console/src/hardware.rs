@@ -13,6 +13,11 @@ use lychd_proto::orchestrator::v1::{
     RecoverContainmentRequest, Transition, TransitionEvent, TransitionPhase,
     WatchTransitionsRequest,
 };
+use lychd_proto::runner::v1::runner_client::RunnerClient;
+use lychd_proto::runner::v1::{
+    CancelRunRequest, GetRunRequest, InspectCheckpointRequest, ListRunTransitionsRequest,
+    ListRunsRequest, Run, RunTransition,
+};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
@@ -21,12 +26,14 @@ use crate::ward::{Refusal, authorized, explain};
 
 pub const ORCHESTRATOR: &str = "orchestrator";
 pub const DISPATCHER: &str = "dispatcher";
+pub const RUNNER: &str = "runner";
 
 /// The hardware offices the console was given the address of.
 #[derive(Clone, Default)]
 pub struct Hardware {
     orchestrator: Option<Channel>,
     dispatcher: Option<Channel>,
+    runner: Option<Channel>,
 }
 
 fn channel(endpoint: Option<&str>) -> anyhow::Result<Option<Channel>> {
@@ -61,10 +68,15 @@ fn no_session() -> Refusal {
 }
 
 impl Hardware {
-    pub fn new(orchestrator: Option<&str>, dispatcher: Option<&str>) -> anyhow::Result<Self> {
+    pub fn new(
+        orchestrator: Option<&str>,
+        dispatcher: Option<&str>,
+        runner: Option<&str>,
+    ) -> anyhow::Result<Self> {
         Ok(Hardware {
             orchestrator: channel(orchestrator)?,
             dispatcher: channel(dispatcher)?,
+            runner: channel(runner)?,
         })
     }
 
@@ -76,6 +88,9 @@ impl Hardware {
         }
         if self.dispatcher.is_some() {
             o.push(DISPATCHER);
+        }
+        if self.runner.is_some() {
+            o.push(RUNNER);
         }
         o
     }
@@ -199,6 +214,103 @@ impl Hardware {
                 CapabilityView::new(c, admission)
             })
             .collect())
+    }
+
+    /// The person's runs (`ListRuns`), newest first.
+    pub async fn runs(&self, token: Option<&str>) -> Result<Vec<RunView>, Refusal> {
+        let channel = self.runner.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            ListRunsRequest { page: None },
+            token.ok_or_else(no_session)?,
+        )?;
+        let list = RunnerClient::new(channel)
+            .list_runs(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .runs;
+        Ok(list.iter().map(RunView::from).collect())
+    }
+
+    /// One run (`GetRun`), its transitions (`ListRunTransitions`, first page) and its latest
+    /// checkpoint's summary (`InspectCheckpoint`: version, state, whether its checksum verifies).
+    pub async fn run(&self, token: Option<&str>, id: &str) -> Result<RunPageView, Refusal> {
+        let channel = self.runner.clone().ok_or_else(not_configured)?;
+        let token = token.ok_or_else(no_session)?;
+        let mut client = RunnerClient::new(channel);
+        let run = client
+            .get_run(authorized(
+                GetRunRequest {
+                    run_id: id.to_owned(),
+                },
+                token,
+            )?)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .run
+            .as_ref()
+            .map(RunView::from);
+        let transitions = client
+            .list_run_transitions(authorized(
+                ListRunTransitionsRequest {
+                    run_id: id.to_owned(),
+                    page: None,
+                },
+                token,
+            )?)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner()
+            .transitions;
+        let checkpoint = client
+            .inspect_checkpoint(authorized(
+                InspectCheckpointRequest {
+                    run_id: id.to_owned(),
+                    version: 0,
+                },
+                token,
+            )?)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner();
+        let mut used = BudgetsUsed::default();
+        for t in &transitions {
+            used.add(&t.budget_delta);
+        }
+        Ok(RunPageView {
+            run,
+            used,
+            transitions: transitions.iter().map(RunTransitionView::from).collect(),
+            checkpoint: checkpoint.checkpoint.as_ref().map(|c| CheckpointView {
+                version: c.version,
+                state: c.state.clone(),
+                checksum: c.checksum.clone(),
+                created_at: instant(c.created_at.as_ref()),
+                verified: checkpoint.verified,
+            }),
+        })
+    }
+
+    /// `CancelRun` of the person's own session (the Runner cancels only the caller's runs).
+    pub async fn cancel_run(
+        &self,
+        token: Option<&str>,
+        id: &str,
+    ) -> Result<Option<RunView>, Refusal> {
+        let channel = self.runner.clone().ok_or_else(not_configured)?;
+        let request = authorized(
+            CancelRunRequest {
+                run_id: id.to_owned(),
+            },
+            token.ok_or_else(no_session)?,
+        )?;
+        let answer = RunnerClient::new(channel)
+            .cancel_run(request)
+            .await
+            .map_err(|s| Refusal::from_status(&s))?
+            .into_inner();
+        Ok(answer.run.as_ref().map(RunView::from))
     }
 
     pub async fn leases(&self, token: Option<&str>) -> Result<Vec<LeaseView>, Refusal> {
@@ -354,5 +466,126 @@ impl CapabilityView {
             },
             live_leases: admission.map_or_else(|| "unknown".into(), |a| a.live_leases.to_string()),
         }
+    }
+}
+
+pub struct RunView {
+    pub id: String,
+    pub workflow: String,
+    pub state: String,
+    /// Empty while the run has not ended.
+    pub terminal: String,
+    pub budgets: String,
+    pub interrupt_pending: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub parent: String,
+}
+
+impl From<&Run> for RunView {
+    fn from(r: &Run) -> Self {
+        let b = r.budgets.clone().unwrap_or_default();
+        RunView {
+            id: r.run_id.clone(),
+            workflow: format!("{} {}", r.workflow_name, r.workflow_version),
+            state: r.state.clone(),
+            terminal: r.terminal_category.clone(),
+            budgets: format!(
+                "{} steps, {} tool calls, {} tokens, {} milli cost, {} s wall",
+                b.max_steps, b.max_tool_calls, b.max_tokens, b.max_cost_milli, b.max_wall_seconds
+            ),
+            interrupt_pending: r.interrupt_pending,
+            created_at: instant(r.created_at.as_ref()),
+            updated_at: instant(r.updated_at.as_ref()),
+            parent: r.parent_run_id.clone(),
+        }
+    }
+}
+
+/// What a run consumed of its budgets: the sum of its transitions' `budget_delta`.
+#[derive(Default)]
+pub struct BudgetsUsed {
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub tokens: u64,
+    pub cost_milli: u64,
+    pub suspended_ms: u64,
+}
+
+impl BudgetsUsed {
+    fn add(&mut self, delta: &str) {
+        let Ok(serde_json::Value::Object(d)) = serde_json::from_str::<serde_json::Value>(delta)
+        else {
+            return;
+        };
+        let get = |k: &str| d.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        self.steps += get("steps");
+        self.tool_calls += get("tool_calls");
+        self.tokens += get("tokens");
+        self.cost_milli += get("cost_milli");
+        self.suspended_ms += get("suspended_ms");
+    }
+}
+
+pub struct RunTransitionView {
+    pub sequence: u64,
+    pub from: String,
+    pub to: String,
+    pub trigger: String,
+    pub actor: String,
+    pub recorded_at: String,
+    pub budget_delta: String,
+}
+
+impl From<&RunTransition> for RunTransitionView {
+    fn from(t: &RunTransition) -> Self {
+        RunTransitionView {
+            sequence: t.sequence,
+            from: t.source_state.clone(),
+            to: t.target_state.clone(),
+            trigger: t.trigger.clone(),
+            actor: t.actor.clone(),
+            recorded_at: instant(t.recorded_at.as_ref()),
+            budget_delta: t.budget_delta.clone(),
+        }
+    }
+}
+
+pub struct CheckpointView {
+    pub version: u64,
+    pub state: String,
+    pub checksum: String,
+    pub created_at: String,
+    pub verified: bool,
+}
+
+pub struct RunPageView {
+    pub run: Option<RunView>,
+    pub used: BudgetsUsed,
+    pub transitions: Vec<RunTransitionView>,
+    pub checkpoint: Option<CheckpointView>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_used_sum_the_transitions_deltas_and_skip_what_is_not_json() {
+        let mut used = BudgetsUsed::default();
+        used.add(r#"{"steps": 1, "tokens": 40}"#);
+        used.add(r#"{"steps": 1, "tool_calls": 2, "cost_milli": 5, "suspended_ms": 7}"#);
+        used.add("");
+        used.add("not json");
+        assert_eq!(
+            (
+                used.steps,
+                used.tool_calls,
+                used.tokens,
+                used.cost_milli,
+                used.suspended_ms
+            ),
+            (2, 2, 40, 5, 7)
+        );
     }
 }

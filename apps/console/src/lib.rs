@@ -39,6 +39,8 @@ pub struct Config {
     pub orchestrator: Option<String>,
     /// The Dispatcher's endpoint (likewise).
     pub dispatcher: Option<String>,
+    /// The Runner's endpoint (runs pages).
+    pub runner: Option<String>,
     /// Mark the cookie `Secure` (the console is served to browsers over TLS, by a proxy).
     pub secure_cookie: bool,
     /// Sign-in attempts per client address per minute (the total is ten times this).
@@ -55,8 +57,12 @@ pub async fn serve(
     let (close, closing) = tokio::sync::watch::channel(false);
     let app = Arc::new(pages::App::new(
         ward::Ward::new(&config.ward).context("ward endpoint")?,
-        hardware::Hardware::new(config.orchestrator.as_deref(), config.dispatcher.as_deref())
-            .context("orchestrator or dispatcher endpoint")?,
+        hardware::Hardware::new(
+            config.orchestrator.as_deref(),
+            config.dispatcher.as_deref(),
+            config.runner.as_deref(),
+        )
+        .context("orchestrator, dispatcher or runner endpoint")?,
         config.secure_cookie,
         limit::SignInLimit::new(
             config.signin_per_minute,

@@ -37,6 +37,9 @@ enum Command {
         /// The Dispatcher's endpoint (leases page).
         #[arg(long, env = "LYCHD_CONSOLE_DISPATCHER")]
         dispatcher: Option<String>,
+        /// The Runner's endpoint (runs pages).
+        #[arg(long, env = "LYCHD_CONSOLE_RUNNER")]
+        runner: Option<String>,
         /// Mark the session cookie `Secure` (set when browsers reach the console over TLS).
         #[arg(long, env = "LYCHD_CONSOLE_SECURE_COOKIE")]
         secure_cookie: bool,
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
                 ward,
                 orchestrator,
                 dispatcher,
+                runner,
                 secure_cookie,
                 signin_per_minute,
                 address_file,
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
                     ward,
                     orchestrator,
                     dispatcher,
+                    runner,
                     secure_cookie,
                     signin_per_minute,
                     address_file,

@@ -119,9 +119,17 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
             "The Orchestrator has no containment with this id. Nothing was changed.",
             "Reload the containments page and recover one it lists.",
         ),
+        "RUN_FINISHED" => (
+            "The run has already ended, so there is nothing to cancel. Nothing was changed.",
+            "Reload the run's page and look at its terminal category.",
+        ),
+        "RUN_NOT_FOUND" => (
+            "The Runner shows you no run with this id (another principal's runs are not shown to you).",
+            "Open the runs page and choose one it lists.",
+        ),
         "NOT_CONFIGURED" => (
             "The console was started without this office's address.",
-            "Start it with the office's endpoint (--orchestrator, --dispatcher); lychd dev does.",
+            "Start it with the office's endpoint (--orchestrator, --dispatcher, --runner); lychd dev does.",
         ),
         "STREAM_LIMIT_REACHED" | "STREAM_SHARE_REACHED" => (
             "Ward serves as many live views as it may.",

@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::hardware::{
-    CapabilityView, ContainmentView, DISPATCHER, LeaseView, ORCHESTRATOR, TransitionView,
+    CapabilityView, ContainmentView, DISPATCHER, LeaseView, ORCHESTRATOR, RUNNER, RunPageView,
+    RunView, TransitionView,
 };
 
 #[derive(Template)]
@@ -324,6 +325,131 @@ pub(super) async fn leases_page(State(app): AppState, headers: HeaderMap) -> Res
             principal: Some(&session.principal),
             csrf: &session.csrf,
             leases,
+            refusal,
+        }
+        .render(),
+    )
+}
+
+#[derive(Template)]
+#[template(path = "runs.html")]
+pub(super) struct RunsPage<'a> {
+    principal: Option<&'a str>,
+    csrf: &'a str,
+    runs: Vec<RunView>,
+    refusal: Option<Refusal>,
+}
+
+#[derive(Template)]
+#[template(path = "run.html")]
+pub(super) struct RunPage<'a> {
+    principal: Option<&'a str>,
+    csrf: &'a str,
+    title: &'a str,
+    message: String,
+    page: Option<RunPageView>,
+    refusal: Option<Refusal>,
+}
+
+pub(super) async fn runs_page(State(app): AppState, headers: HeaderMap) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    let read = app.hardware.runs(session.token_for(RUNNER)).await;
+    let Some((runs, refusal)) = rows(&app, &handle, read) else {
+        return to_signin();
+    };
+    let status = refusal.as_ref().map_or(StatusCode::OK, status_of);
+    html(
+        status,
+        RunsPage {
+            principal: Some(&session.principal),
+            csrf: &session.csrf,
+            runs,
+            refusal,
+        }
+        .render(),
+    )
+}
+
+/// A run's page: the run, what it consumed, its transitions and its latest checkpoint.
+pub(super) async fn run_page(
+    State(app): AppState,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    let (status, page, refusal) = match app.hardware.run(session.token_for(RUNNER), &id).await {
+        Ok(p) => (StatusCode::OK, Some(p), None),
+        Err(r) if r.ends_session() => {
+            app.sessions.close(&handle);
+            return to_signin();
+        }
+        Err(r) => (status_of(&r), None, Some(r)),
+    };
+    html(
+        status,
+        RunPage {
+            principal: Some(&session.principal),
+            csrf: &session.csrf,
+            title: "Run",
+            message: String::new(),
+            page,
+            refusal,
+        }
+        .render(),
+    )
+}
+
+/// `CancelRun` with the person's own session; the Runner cancels only the caller's runs.
+pub(super) async fn cancel_run(
+    State(app): AppState,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<CsrfForm>,
+) -> Response {
+    let Some((handle, session)) = signed(&app, &headers) else {
+        return to_signin();
+    };
+    if !same(&form.csrf, &session.csrf) {
+        return forged(Some(&session));
+    }
+    let (status, title, message, refusal) = match app
+        .hardware
+        .cancel_run(session.token_for(RUNNER), &id)
+        .await
+    {
+        Ok(run) => (
+            StatusCode::OK,
+            "Cancellation recorded",
+            format!(
+                "The Runner recorded your cancellation; the run is {} (a run in an \
+                     effect-critical state honours it at its next safe point).",
+                run.map_or_else(|| "unknown".into(), |r| r.state)
+            ),
+            None,
+        ),
+        Err(r) if r.ends_session() => {
+            app.sessions.close(&handle);
+            return to_signin();
+        }
+        Err(r) => (
+            status_of(&r),
+            "Not cancelled",
+            "The Runner refused the cancellation.".into(),
+            Some(r),
+        ),
+    };
+    html(
+        status,
+        RunPage {
+            principal: Some(&session.principal),
+            csrf: &session.csrf,
+            title,
+            message,
+            page: None,
             refusal,
         }
         .render(),

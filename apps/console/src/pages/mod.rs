@@ -11,6 +11,8 @@
 //! | `POST /consents/{id}/decide` | `Decide` with the review digest that was displayed |
 //! | `GET /consents/history` | settled consents |
 //! | `GET /transitions` | the Orchestrator's transitions, phases live; `GET /transitions/list` the list alone; `GET /transitions/events` one Server-Sent Event per recorded phase (`WatchTransitions`) |
+//! | `GET /runs`, `GET /runs/{id}` | the Runner's runs (`ListRuns`); one run with what it consumed, its transitions and latest checkpoint (`GetRun`, `ListRunTransitions`, `InspectCheckpoint`) |
+//! | `POST /runs/{id}/cancel` | `CancelRun` (the Runner cancels only the caller's runs) |
 //! | `POST /containments/{id}/recover` | `RecoverContainment` (the Orchestrator observes the proof afresh) |
 //! | `POST /transitions/{id}/cancel` | `CancelTransition` (the owner's; the Orchestrator refuses anyone else) |
 //! | `GET /containments`, `/leases`, `/capabilities` | read-only: containments (with what recovery needs), the Dispatcher's live leases and its capabilities (`ListCapabilities`) |
@@ -41,8 +43,8 @@ mod signin;
 
 use consents::{decide, history_page, pending_fragment, pending_page};
 use hardware::{
-    cancel_transition, capabilities_page, containments_page, leases_page, recover_containment,
-    transitions_fragment, transitions_page,
+    cancel_run, cancel_transition, capabilities_page, containments_page, leases_page,
+    recover_containment, run_page, runs_page, transitions_fragment, transitions_page,
 };
 use live::{events, transition_events};
 use signin::{signin, signin_page, signout};
@@ -129,6 +131,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/containments/{id}/recover", post(recover_containment))
         .route("/leases", get(leases_page))
         .route("/capabilities", get(capabilities_page))
+        .route("/runs", get(runs_page))
+        .route("/runs/{id}", get(run_page))
+        .route("/runs/{id}/cancel", post(cancel_run))
         .route(
             "/static/console.css",
             get(|| async { asset("text/css", CSS) }),

@@ -115,6 +115,7 @@ async fn the_console_in_a_real_browser() {
     the_hardware_pages_read_with_the_persons_own_sessions(&mut walk).await;
     a_transition_follows_live_and_its_owner_cancels_it(&mut walk).await;
     a_recovery_without_its_proof_is_refused(&mut walk).await;
+    the_runs_page_shows_a_run_and_its_transitions(&mut walk).await;
     a_proposal_appears_and_its_approval_is_consumed_by_the_agent(&mut walk).await;
     page_weight(&mut walk).await;
     a_verdict_on_a_binding_other_than_the_displayed_one_is_refused(&mut walk).await;
@@ -319,6 +320,37 @@ async fn a_recovery_without_its_proof_is_refused(walk: &mut Walk) {
         walk.browser.text("#none").await,
         "No containment has been recorded."
     );
+    walk.browser.click("nav a[href='/consents']").await;
+    walk.browser
+        .wait_until(
+            "return document.getElementById('pending') !== null && document.getElementById('pending').getAttribute('data-live') === 'open';",
+            Duration::from_secs(10),
+        )
+        .await;
+}
+
+/// A run the operator started over gRPC is on the runs page (the operator's own Runner
+/// session, taken at sign-in); its page shows its state, what it consumed, its transitions from
+/// creation on and its latest checkpoint, which verifies.
+async fn the_runs_page_shows_a_run_and_its_transitions(walk: &mut Walk) {
+    let id = walk.stack.start_run("console-e2e-run-1").await;
+    walk.browser.click("nav a[href='/runs']").await;
+    assert_eq!(walk.browser.text("h1").await, "Runs");
+    let row = walk.browser.text(&format!("#run-{id}")).await;
+    assert!(row.contains("summarize 0.1.0"), "{row}");
+    walk.look("02i-runs").await;
+    walk.browser
+        .click(&format!("#run-{id} a[href='/runs/{id}']"))
+        .await;
+    assert_eq!(walk.browser.text("#run-id").await, id);
+    let transitions = walk.browser.text("#run-transitions").await;
+    assert!(transitions.contains("CREATED"), "{transitions}");
+    assert!(
+        walk.browser.text("#verified").await == "verifies",
+        "{}",
+        walk.browser.source().await
+    );
+    walk.look("02j-run").await;
     walk.browser.click("nav a[href='/consents']").await;
     walk.browser
         .wait_until(

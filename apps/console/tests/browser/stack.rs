@@ -12,6 +12,8 @@ use lychd_proto::dispatcher::v1::{
 };
 use lychd_proto::orchestrator::v1::RequestTransitionRequest;
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
+use lychd_proto::runner::v1::StartRunRequest;
+use lychd_proto::runner::v1::runner_client::RunnerClient;
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{
     AssignRequest, CancelForRunRequest, Consent, ConsentState, ConsumeConsentRequest,
@@ -31,6 +33,7 @@ pub struct Stack {
     ward: Channel,
     orchestrator: Channel,
     dispatcher: Channel,
+    runner: Channel,
     operator_token: String,
     pub operator_credential: String,
     pub console_url: String,
@@ -68,6 +71,7 @@ impl Stack {
             ward: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
             orchestrator: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
             dispatcher: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
+            runner: Channel::from_static("http://127.0.0.1:1").connect_lazy(),
             operator_token: String::new(),
             operator_credential: String::new(),
             console_url: String::new(),
@@ -96,6 +100,7 @@ impl Stack {
         for (office, channel) in [
             ("orchestrator", &mut stack.orchestrator),
             ("dispatcher", &mut stack.dispatcher),
+            ("runner", &mut stack.runner),
         ] {
             let at = endpoints[office].as_str().expect("office endpoint");
             *channel = Channel::from_shared(format!("http://{at}"))
@@ -342,6 +347,33 @@ impl Stack {
             .transition
             .expect("the transition")
             .transition_id
+    }
+
+    /// The operator starts a run of a one-step workflow (a model step on the dev model) with
+    /// its own Runner session; returns the run id.
+    pub async fn start_run(&self, request_id: &str) -> String {
+        let token = self.operator_session("runner").await;
+        let workflow = br#"{"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
+ "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
+ "steps": [{"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}]}"#;
+        RunnerClient::new(self.runner.clone())
+            .start_run(request(
+                StartRunRequest {
+                    request_id: request_id.into(),
+                    workflow: workflow.to_vec(),
+                    input: b"{}".to_vec(),
+                    budgets: None,
+                    timeout_seconds: 0,
+                    parent_run_id: String::new(),
+                },
+                &token,
+            ))
+            .await
+            .expect("start a run")
+            .into_inner()
+            .run
+            .expect("the run")
+            .run_id
     }
 
     /// Ctrl-C, as an operator stops it; everything must stop cleanly.

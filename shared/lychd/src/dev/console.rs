@@ -68,6 +68,8 @@ impl Console {
             .arg(loopback_url(ports[&Office::Orchestrator]))
             .arg("--dispatcher")
             .arg(loopback_url(ports[&Office::Dispatcher]))
+            .arg("--runner")
+            .arg(loopback_url(ports[&Office::Runner]))
             .arg("--address-file")
             .arg(&address)
             .stdin(Stdio::null())
