@@ -484,7 +484,7 @@ pub struct RunView {
 
 impl From<&Run> for RunView {
     fn from(r: &Run) -> Self {
-        let b = r.budgets.clone().unwrap_or_default();
+        let b = r.budgets.unwrap_or_default();
         RunView {
             id: r.run_id.clone(),
             workflow: format!("{} {}", r.workflow_name, r.workflow_version),

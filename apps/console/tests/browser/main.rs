@@ -351,6 +351,29 @@ async fn the_runs_page_shows_a_run_and_its_transitions(walk: &mut Walk) {
         walk.browser.source().await
     );
     walk.look("02j-run").await;
+    // The run has ended, so the page offers no Cancel; the same form sent anyway is the
+    // operator's own CancelRun, refused by the Runner in plain words.
+    assert_eq!(
+        walk.browser
+            .run("return document.querySelector('button.cancel') === null;")
+            .await,
+        serde_json::Value::Bool(true),
+        "an ended run offers no cancel"
+    );
+    walk.browser
+        .run(&format!(
+            "const f = document.createElement('form'); f.method = 'post';
+             f.action = '/runs/{id}/cancel';
+             f.appendChild(document.querySelector('form.signout input[name=csrf]').cloneNode());
+             const b = document.createElement('button'); b.type = 'submit'; b.id = 'cancel-ended';
+             b.textContent = 'Cancel'; f.appendChild(b);
+             document.querySelector('main').appendChild(f); return true;"
+        ))
+        .await;
+    walk.browser.click("#cancel-ended").await;
+    assert_eq!(walk.browser.text("#outcome").await, "Not cancelled");
+    assert_eq!(walk.browser.text("#reason").await, "RUN_FINISHED");
+    walk.look("02k-run-cancel-refused").await;
     walk.browser.click("nav a[href='/consents']").await;
     walk.browser
         .wait_until(
