@@ -130,10 +130,34 @@ async fn the_console_over_http() {
     );
 
     // Pages need a session; the live stream and the list fragment answer 401.
-    let (status, headers, _) = call(c.addr, Method::GET, "/consents", &[], "").await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-    assert_eq!(headers[header::LOCATION], "/signin");
-    for path in ["/events", "/consents/pending"] {
+    for path in [
+        "/consents",
+        "/transitions",
+        "/capabilities",
+        "/runs",
+        "/runs/some-run",
+    ] {
+        let (status, headers, _) = call(c.addr, Method::GET, path, &[], "").await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(headers[header::LOCATION], "/signin", "{path}");
+    }
+    // The forms need a session too: nothing reaches an office without one.
+    for path in [
+        "/transitions/abc/cancel",
+        "/containments/1/recover",
+        "/runs/some-run/cancel",
+    ] {
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        let (status, headers, _) = call(c.addr, Method::POST, path, &form, "csrf=x").await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(headers[header::LOCATION], "/signin", "{path}");
+    }
+    for path in [
+        "/events",
+        "/consents/pending",
+        "/transitions/events",
+        "/transitions/list",
+    ] {
         let (status, _, _) = call(c.addr, Method::GET, path, &[], "").await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
     }
