@@ -132,7 +132,7 @@ pub fn explain(code: Code, reason: &str) -> (&'static str, &'static str) {
             "Start it with the office's endpoint (--orchestrator, --dispatcher, --runner); lychd dev does.",
         ),
         "STREAM_LIMIT_REACHED" | "STREAM_SHARE_REACHED" => (
-            "Ward serves as many live views as it may.",
+            "The office (Ward for consents, the Orchestrator for transitions) serves as many live views as it may.",
             "Close another open console page, or reload this one later.",
         ),
         _ => match code {
