@@ -9,7 +9,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::runs::{
-    CheckpointRow, NewTransition, RUN, RunRow, insert_checkpoint, made, progress_of, run,
+    CHECKPOINT, CheckpointRow, NewTransition, RUN, RunRow, checkpoint_row, insert_checkpoint, made,
+    progress_of, run,
 };
 use super::transitions::append;
 use crate::domain::checkpoint::Checkpoint;
@@ -20,27 +21,15 @@ pub async fn checkpoints_before(
     id: Uuid,
     version: i64,
 ) -> Result<Vec<CheckpointRow>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT run_id, version, generation, state, body, checksum, created_at \
-           FROM runner.run_checkpoints WHERE run_id = $1 AND version < $2 ORDER BY version DESC",
-    )
+    let rows = sqlx::query(&format!(
+        "SELECT {CHECKPOINT} FROM runner.run_checkpoints WHERE run_id = $1 AND version < $2 \
+          ORDER BY version DESC"
+    ))
     .bind(id)
     .bind(version)
     .fetch_all(&mut **tx)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(CheckpointRow {
-                run_id: r.try_get("run_id")?,
-                version: r.try_get("version")?,
-                generation: r.try_get("generation")?,
-                state: r.try_get("state")?,
-                body: r.try_get("body")?,
-                checksum: r.try_get("checksum")?,
-                created_at: r.try_get("created_at")?,
-            })
-        })
-        .collect()
+    rows.iter().map(checkpoint_row).collect()
 }
 
 /// The run version whose transition last entered `QUARANTINED` (none: never quarantined).

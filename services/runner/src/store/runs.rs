@@ -352,27 +352,31 @@ pub async fn checkpoint(
     id: Uuid,
     version: Option<i64>,
 ) -> Result<Option<CheckpointRow>, sqlx::Error> {
-    let row = sqlx::query(
-        "SELECT run_id, version, generation, state, body, checksum, created_at \
-           FROM runner.run_checkpoints WHERE run_id = $1 AND ($2::bigint IS NULL OR version = $2) \
-          ORDER BY version DESC LIMIT 1",
-    )
+    let row = sqlx::query(&format!(
+        "SELECT {CHECKPOINT} FROM runner.run_checkpoints \
+          WHERE run_id = $1 AND ($2::bigint IS NULL OR version = $2) ORDER BY version DESC LIMIT 1"
+    ))
     .bind(id)
     .bind(version)
     .fetch_optional(pool)
     .await?;
-    row.map(|r| {
-        Ok(CheckpointRow {
-            run_id: r.try_get("run_id")?,
-            version: r.try_get("version")?,
-            generation: r.try_get("generation")?,
-            state: r.try_get("state")?,
-            body: r.try_get("body")?,
-            checksum: r.try_get("checksum")?,
-            created_at: r.try_get("created_at")?,
-        })
+    row.as_ref().map(checkpoint_row).transpose()
+}
+
+/// The columns of a [`CheckpointRow`].
+pub(super) const CHECKPOINT: &str =
+    "run_id, version, generation, state, body, checksum, created_at";
+
+pub(super) fn checkpoint_row(r: &sqlx::postgres::PgRow) -> Result<CheckpointRow, sqlx::Error> {
+    Ok(CheckpointRow {
+        run_id: r.try_get("run_id")?,
+        version: r.try_get("version")?,
+        generation: r.try_get("generation")?,
+        state: r.try_get("state")?,
+        body: r.try_get("body")?,
+        checksum: r.try_get("checksum")?,
+        created_at: r.try_get("created_at")?,
     })
-    .transpose()
 }
 
 /// Record a durable interrupt on `current` (fenced as [`commit`]); the run after it.

@@ -28,20 +28,7 @@ const ROOT: &str = "max_steps, max_tool_calls, max_retries_per_transition, max_w
 
 fn root_row(r: &sqlx::postgres::PgRow) -> Result<RootRow, sqlx::Error> {
     let mut budgets = [0; 9];
-    for (i, name) in [
-        "max_steps",
-        "max_tool_calls",
-        "max_retries_per_transition",
-        "max_wall_seconds",
-        "max_suspended_seconds",
-        "max_tokens",
-        "max_cost_milli",
-        "max_recursion_depth",
-        "max_parallelism",
-    ]
-    .iter()
-    .enumerate()
-    {
+    for (i, name) in super::runs::BUDGETS.iter().enumerate() {
         budgets[i] = r.try_get(*name)?;
     }
     let mut own = [0; 4];
