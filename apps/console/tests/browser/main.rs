@@ -334,6 +334,8 @@ async fn a_recovery_without_its_proof_is_refused(walk: &mut Walk) {
 /// creation on and its latest checkpoint, which verifies.
 async fn the_runs_page_shows_a_run_and_its_transitions(walk: &mut Walk) {
     let id = walk.stack.start_run("console-e2e-run-1").await;
+    // The page is read once the run has ended (its single model step takes a moment).
+    walk.stack.wait_run_ended(&id).await;
     walk.browser.click("nav a[href='/runs']").await;
     assert_eq!(walk.browser.text("h1").await, "Runs");
     let row = walk.browser.text(&format!("#run-{id}")).await;

@@ -12,8 +12,8 @@ use lychd_proto::dispatcher::v1::{
 };
 use lychd_proto::orchestrator::v1::RequestTransitionRequest;
 use lychd_proto::orchestrator::v1::orchestrator_client::OrchestratorClient;
-use lychd_proto::runner::v1::StartRunRequest;
 use lychd_proto::runner::v1::runner_client::RunnerClient;
+use lychd_proto::runner::v1::{GetRunRequest, StartRunRequest};
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{
     AssignRequest, CancelForRunRequest, Consent, ConsentState, ConsumeConsentRequest,
@@ -374,6 +374,30 @@ impl Stack {
             .run
             .expect("the run")
             .run_id
+    }
+
+    /// Wait (at most 30 s) until run `id` has ended, as the operator reads it over gRPC.
+    pub async fn wait_run_ended(&self, id: &str) {
+        let token = self.operator_session("runner").await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let run = RunnerClient::new(self.runner.clone())
+                .get_run(request(GetRunRequest { run_id: id.into() }, &token))
+                .await
+                .expect("get the run")
+                .into_inner()
+                .run
+                .expect("the run");
+            if !run.terminal_category.is_empty() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "run {id} still {} after 30 s",
+                run.state
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Ctrl-C, as an operator stops it; everything must stop cleanly.
