@@ -18,6 +18,7 @@ use lychd_runtime::refusal::Violations;
 use lychd_runtime::server::ServeContext;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
+use uuid::Uuid;
 
 use crate::actions;
 use crate::domain::fsm::Fsm;
@@ -88,6 +89,22 @@ impl RunnerService {
             .reader(request, actions::READ, object, actions::READ_ALL, "run:*")
             .await
     }
+
+    /// The run a read names (`run_id`, decoded after the caller is authenticated), and who
+    /// reads it.
+    async fn run_to_read<T>(
+        &self,
+        request: &Request<T>,
+        run_id: &str,
+    ) -> Result<(Uuid, Principal, bool), Status> {
+        let id = self
+            .ctx
+            .authorizer
+            .decoded(request, convert::run_id("run_id", run_id).map_err(err))
+            .await?;
+        let (principal, all) = self.reader(request, &format!("run:{id}")).await?;
+        Ok((id, principal, all))
+    }
 }
 
 fn reader(principal: &Principal, all: bool) -> Reader<'_> {
@@ -146,15 +163,9 @@ impl Runner for RunnerService {
         &self,
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::GetRunResponse>, Status> {
-        let id = self
-            .ctx
-            .authorizer
-            .decoded(
-                &request,
-                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
-            )
+        let (id, principal, all) = self
+            .run_to_read(&request, &request.get_ref().run_id)
             .await?;
-        let (principal, all) = self.reader(&request, &format!("run:{id}")).await?;
         let run = self
             .service
             .get(id, reader(&principal, all))
@@ -310,15 +321,9 @@ impl Runner for RunnerService {
         &self,
         request: Request<pb::ListProvenanceRequest>,
     ) -> Result<Response<pb::ListProvenanceResponse>, Status> {
-        let id = self
-            .ctx
-            .authorizer
-            .decoded(
-                &request,
-                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
-            )
+        let (id, principal, all) = self
+            .run_to_read(&request, &request.get_ref().run_id)
             .await?;
-        let (principal, all) = self.reader(&request, &format!("run:{id}")).await?;
         let rows = self
             .service
             .provenance(id, reader(&principal, all))
