@@ -372,7 +372,7 @@ async fn the_runs_page_shows_a_run_and_its_transitions(walk: &mut Walk) {
              document.querySelector('main').appendChild(f); return true;"
         ))
         .await;
-    walk.browser.click("#cancel-ended").await;
+    walk.browser.click_and_load("#cancel-ended").await;
     assert_eq!(walk.browser.text("#outcome").await, "Not cancelled");
     assert_eq!(walk.browser.text("#reason").await, "RUN_FINISHED");
     walk.look("02k-run-cancel-refused").await;

@@ -234,6 +234,20 @@ impl Browser {
         .await;
     }
 
+    /// Click `css`, which leaves the page (a form's submit), and wait until the next page has
+    /// loaded: a mark set on the old page's window is gone and the new document is complete.
+    /// Needed where the old page has the element the test reads next.
+    pub async fn click_and_load(&self, css: &str) {
+        self.run("window.__lychd_old_page = true; return true;")
+            .await;
+        self.click(css).await;
+        self.wait_until(
+            "return window.__lychd_old_page === undefined && document.readyState === 'complete';",
+            Duration::from_secs(10),
+        )
+        .await;
+    }
+
     /// The rendered text of what `css` selects, once it is there (a click's navigation may
     /// still be loading); read in one step, since the live list may replace elements between
     /// two WebDriver commands.
