@@ -46,6 +46,10 @@ pub struct RunnerSection {
     /// costs 0 (free). Integers only (0..=20000); a step's cost is rounded up.
     #[serde(default)]
     pub price_milli_per_1k_tokens: BTreeMap<String, u64>,
+    /// How long a run held for review (`WAIT_VERIFICATION`, or a verifier that did not answer)
+    /// waits before the verifier is asked again, in ms (50..=3600000).
+    #[serde(default = "d_recheck")]
+    pub verify_recheck_ms: u64,
 }
 
 fn d_drive() -> bool {
@@ -59,6 +63,9 @@ fn d_poll() -> u64 {
 }
 fn d_concurrency() -> usize {
     4
+}
+fn d_recheck() -> u64 {
+    2_000
 }
 
 /// The validated settings.
@@ -112,6 +119,7 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
             ));
         }
     }
+    recheck(cfg, &s)?;
     Ok(Settings {
         drive: s.drive,
         lease_ttl_ms: s.lease_ttl_ms,
@@ -120,4 +128,17 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         task_step_ms: s.task_step_ms,
         price_milli_per_1k_tokens: s.price_milli_per_1k_tokens,
     })
+}
+
+fn recheck(cfg: &OfficeConfig, s: &RunnerSection) -> Result<u64, ConfigError> {
+    if !(50..=3_600_000).contains(&s.verify_recheck_ms) {
+        return Err(cfg.invalid_office("verify_recheck_ms", "must be between 50 and 3600000"));
+    }
+    Ok(s.verify_recheck_ms)
+}
+
+/// `[office] verify_recheck_ms`: how long a held verification waits before the verifier is
+/// asked again (validated by [`load`] too).
+pub fn verify_recheck_ms(cfg: &OfficeConfig) -> Result<u64, ConfigError> {
+    recheck(cfg, &cfg.office_section()?)
 }

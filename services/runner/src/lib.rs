@@ -21,6 +21,7 @@ pub mod grpc;
 pub mod model;
 pub mod service;
 pub mod store;
+pub mod verifier;
 
 use lychd_runtime::Office;
 use lychd_runtime::cli::OfficeSpec;

@@ -116,6 +116,12 @@ impl Snapshot<'_> {
                 "fsm_sha256": e.fsm_sha256,
             },
         });
+        // The independent verification (Runner II), once it began: its instant, the last
+        // verdict and the success predicate's conjuncts. Absent before (bodies unchanged).
+        let mut v = v;
+        if let (Some(ver), Some(es)) = (&p.verification, v.get_mut("evaluator_state")) {
+            es["verification"] = serde_json::to_value(ver).unwrap_or_default();
+        }
         // Serializing a `Value` of strings, integers, arrays and objects cannot fail, and its
         // bytes are JSON that canonicalizes.
         let raw = serde_json::to_vec(&v).unwrap_or_default();
@@ -183,6 +189,10 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
             None | Some(Value::Null) => None,
             Some(h) => Some(serde_json::from_value(h.clone()).ok()?),
         },
+        verification: match v.get("evaluator_state")?.get("verification") {
+            None | Some(Value::Null) => None,
+            Some(x) => Some(serde_json::from_value(x.clone()).ok()?),
+        },
     })
 }
 
@@ -206,6 +216,7 @@ mod tests {
         jitter_seed: None,
         plan: Vec::new(),
         rounds: Vec::new(),
+        verification: None,
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {

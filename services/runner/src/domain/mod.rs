@@ -14,4 +14,5 @@ pub mod recovery;
 pub mod run;
 pub mod trace;
 pub mod tree;
+pub mod verification;
 pub mod workflow;

@@ -114,6 +114,10 @@ pub struct Progress {
     /// Every verification round that ended with an obligation open, in order.
     #[serde(default)]
     pub rounds: Vec<Round>,
+    /// The independent verification, once it began (Runner II: `VERIFY` with every
+    /// obligation closed, a workflow with `verification`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<super::verification::Verification>,
 }
 
 impl Progress {
@@ -210,6 +214,8 @@ pub enum Next {
     /// The run waits for step `index`'s capability: ask for it again; when it is granted,
     /// commit `capability_warm` and call the step.
     Probe { index: usize },
+    /// Ask the independent verifier (HelmLoop) about the run's records and commit its verdict.
+    Verify,
     /// Nothing the runner may do: a state it does not drive (terminal, quarantined, effects).
     Idle,
 }
@@ -260,6 +266,14 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
         },
         // Runner I: the runner's own obligation check stands in for the independent verifier
         // (Runner II asks HelmLoop): obligations closed and no effect at all, so none unknown.
+        // Runner II: a workflow with `verification` succeeds only on an independent HelmLoop
+        // PASS; held for review in `WAIT_VERIFICATION` and asked again there.
+        "VERIFY" | "WAIT_VERIFICATION"
+            if w.verification.is_some()
+                && (state == "WAIT_VERIFICATION" || p.obligations_closed(w)) =>
+        {
+            Next::Verify
+        }
         "VERIFY" if p.obligations_closed(w) => commit("verified_pass", p.clone()),
         "VERIFY" => {
             let (event, q) = verify_open(w, p);

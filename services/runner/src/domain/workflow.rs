@@ -86,6 +86,9 @@ pub struct Workflow {
     pub version: String,
     pub obligations: Vec<Obligation>,
     pub steps: Vec<Step>,
+    /// `verification`: the run succeeds only on an independent HelmLoop PASS (Runner II);
+    /// absent, the runner's obligation check stands in for the verifier (Runner I).
+    pub verification: Option<super::verification::Spec>,
 }
 
 /// Why a document is refused: the JSON pointer of the first bad place, and what is wrong.
@@ -202,7 +205,14 @@ impl Workflow {
         let o = object(
             &v,
             "",
-            &["schema", "name", "version", "obligations", "steps"],
+            &[
+                "schema",
+                "name",
+                "version",
+                "obligations",
+                "steps",
+                "verification",
+            ],
         )?;
         if text(o, "", "schema")? != SCHEMA {
             return bad("/schema", "must be lychd.runner.workflow/v1");
@@ -308,11 +318,19 @@ impl Workflow {
                 "no step that closes it can provide it",
             );
         }
+        let verification = match o.get("verification") {
+            None => None,
+            Some(_) if obligations.is_empty() => {
+                return bad("/verification", "needs at least one obligation to verify");
+            }
+            Some(v) => Some(super::verification::Spec::parse(v).or_else(|(p, m)| bad(p, m))?),
+        };
         Ok(Workflow {
             name,
             version: ver.to_owned(),
             obligations,
             steps,
+            verification,
         })
     }
 }

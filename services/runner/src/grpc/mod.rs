@@ -346,7 +346,10 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let service = Service::new(ctx.pool.clone(), fsm);
         if settings.drive {
             let models = crate::model::Models::new(&ctx)?;
-            let driver = Arc::new(Driver::new(service.clone(), models, settings));
+            let verifier = crate::verifier::Verifier::new(&ctx)?
+                .recheck_ms(crate::config::verify_recheck_ms(&ctx.config)?);
+            let driver =
+                Arc::new(Driver::new(service.clone(), models, settings).with_verifier(verifier));
             // The loop ends with the process; a lease it held expires and another runner
             // resumes the run from its last checkpoint.
             tokio::spawn(driver.run());

@@ -38,6 +38,8 @@ pub struct Driver {
     service: Arc<Service>,
     models: Models,
     settings: Settings,
+    /// The independent verifier's peers (HelmLoop and Ward; none by default).
+    verifier: crate::verifier::Verifier,
     /// This process's lease holder name (unique per process).
     holder: String,
 }
@@ -60,8 +62,15 @@ impl Driver {
             service,
             models,
             settings,
+            verifier: crate::verifier::Verifier::none(),
             holder,
         }
+    }
+
+    /// This driver asking `verifier` at `VERIFY` (workflows with `verification`).
+    pub fn with_verifier(mut self, verifier: crate::verifier::Verifier) -> Driver {
+        self.verifier = verifier;
+        self
     }
 
     pub fn holder(&self) -> &str {
@@ -212,6 +221,11 @@ impl Driver {
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
+                    Next::Verify => match self.verify(&run, &workflow, &p, open_wait).await {
+                        Verified::Commit(event, q, None) => (event, *q, Then::Go),
+                        Verified::Commit(event, q, Some(ms)) => (event, *q, Then::Wait(cap(ms))),
+                        Verified::Wait(ms) => return Ok(Stopped::Waiting(cap(ms))),
+                    },
                     Next::Commit { event, progress } => (event, *progress, Then::Go),
                     Next::Probe { index } => match self.lease(&run, &workflow, index, &p).await {
                         Leased::Granted(h) => {
@@ -425,4 +439,7 @@ enum Then {
 
 mod clocks;
 mod commit;
+mod verify;
 use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, gate_root, ms_between, time_left_ms};
+pub use verify::HELMLOOP_VERIFIER;
+use verify::Verified;

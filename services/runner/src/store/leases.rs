@@ -10,7 +10,8 @@ use super::runs::{RUN, RunRow, run};
 use crate::domain::run::STATE_SCHEMA_VERSION;
 
 /// The states the step loop drives (a run elsewhere waits for someone else, or has ended).
-pub const DRIVABLE: &str = "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY')";
+pub const DRIVABLE: &str =
+    "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY', 'WAIT_VERIFICATION')";
 
 /// Claim one drivable run whose lease is free or expired (oldest first, skipping rows another
 /// claimer has locked): `holder` takes its lease until `ttl_ms` from now, under a new

@@ -23,7 +23,7 @@ fn drive(w: &Workflow, b: &Budgets, g: i64) -> Vec<&'static str> {
                 let step = &w.steps[index].id;
                 after_result(b, &p, step, Outcome::task(task_digest("r", step, "i")))
             }
-            Next::Idle | Next::Probe { .. } => return events,
+            Next::Idle | Next::Probe { .. } | Next::Verify => return events,
         };
         state = fsm.next(&state, event).expect("an FSM edge").to.clone();
         p = q;
@@ -175,6 +175,18 @@ fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
             gain: 0,
             closed: vec![],
         }],
+        verification: Some(crate::domain::verification::Verification {
+            at_ms: 1_780_000_000_000,
+            disposition: "HOLD".into(),
+            reasons: vec!["PROMOTION_NOT_REQUESTED".into()],
+            axes: [("promotion".to_owned(), "NOT_REQUESTED".to_owned())].into(),
+            input_digest: "sha256:cd".into(),
+            asked: 1,
+            predicate: crate::domain::verification::Predicate {
+                obligations_closed: true,
+                ..Default::default()
+            },
+        }),
     };
     let c = Snapshot {
         run_id: "r",
@@ -266,6 +278,7 @@ fn progress_round_trips_through_json_and_an_empty_object_is_fresh() {
         jitter_seed: Some(7),
         plan: vec![0, 1],
         rounds: Vec::new(),
+        verification: None,
     };
     assert_eq!(Progress::from_json(&p.to_json()).expect("json"), p);
     assert_eq!(

@@ -88,7 +88,7 @@ fn gated<'e>(
 
 /// The waiting states whose time counts against `max_suspended_seconds`
 /// (`WAIT_APPROVAL` joins when Runner II drives it).
-pub(super) const WAITING: [&str; 2] = ["WAIT_CAPABILITY", "WAIT_APPROVAL"];
+pub(super) const WAITING: [&str; 3] = ["WAIT_CAPABILITY", "WAIT_APPROVAL", "WAIT_VERIFICATION"];
 
 /// Milliseconds from `from` (a committed timestamp: the database's clock) to `to` (this
 /// host's now); 0 when `to` is earlier.

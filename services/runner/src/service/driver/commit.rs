@@ -94,7 +94,16 @@ impl Driver {
             return Err(RunnerError::Fenced);
         };
         let to = edge.to.clone();
-        let actor = if event == "verified_pass" || event == "verified_reject" {
+        let actor = if progress.verification.is_some()
+            && matches!(
+                event,
+                "verified_pass"
+                    | "verification_hold"
+                    | "verification_reject"
+                    | "verification_changed"
+            ) {
+            HELMLOOP_VERIFIER
+        } else if event == "verified_pass" || event == "verified_reject" {
             VERIFIER_STAND_IN
         } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
             BUDGET_GOVERNOR

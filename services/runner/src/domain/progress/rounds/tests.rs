@@ -35,7 +35,7 @@ fn drive_model(w: &Workflow, empty: impl Fn(usize) -> bool) -> Vec<&'static str>
                 };
                 after_result(&b, &p, step, o)
             }
-            Next::Idle | Next::Probe { .. } => return events,
+            Next::Idle | Next::Probe { .. } | Next::Verify => return events,
         };
         state = fsm.next(&state, event).expect("an FSM edge").to.clone();
         p = q;
