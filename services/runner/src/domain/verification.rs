@@ -319,6 +319,11 @@ pub fn subject_id(run_id: &str) -> String {
     format!("run-{run_id}")
 }
 
+/// The revision id of run `id`'s records in verification round `round`.
+pub fn revision_id(run_id: &str, round: usize) -> String {
+    format!("{}.r{round}", subject_id(run_id))
+}
+
 /// The contract id of run `id`.
 pub fn contract_id(run_id: &str) -> String {
     format!("contract-{run_id}")
@@ -370,7 +375,7 @@ pub fn build(run: &Run<'_>) -> Bundle {
         ("results", arr(results)),
     ]));
     let revision = obj(vec![
-        ("id", s(format!("{sid}.r{}", run.progress.round()))),
+        ("id", s(revision_id(run.id, run.progress.round()))),
         ("digest", s(revision_digest)),
     ]);
     let scope = vec![format!("run/{}", run.id)];

@@ -177,7 +177,30 @@ pub fn run(r: &RunRow) -> pb::Run {
             .map(|p| p.hyphenated().to_string())
             .unwrap_or_default(),
         depth: u32::try_from(r.depth).unwrap_or(0),
+        verification: verification(r),
     }
+}
+
+/// A run's verification, from its progress.
+fn verification(r: &RunRow) -> Option<pb::RunVerification> {
+    let p = crate::service::runs::progress_of_row(r);
+    let round = p.round();
+    let v = p.verification?;
+    let id = r.id.hyphenated().to_string();
+    let subject = crate::domain::verification::subject_id(&id);
+    Some(pb::RunVerification {
+        disposition: v.disposition,
+        reasons: v.reasons,
+        axes: v.axes.iter().map(|(k, x)| format!("{k}={x}")).collect(),
+        input_digest: v.input_digest,
+        asked: v.asked,
+        revision_id: crate::domain::verification::revision_id(&id, round),
+        subject_id: subject,
+        obligations_closed: v.predicate.obligations_closed,
+        independent_pass: v.predicate.independent_pass,
+        no_unknown_effect: v.predicate.no_unknown_effect,
+        terminal_edge_legal: v.predicate.terminal_edge_legal,
+    })
 }
 
 pub fn transition(t: &TransitionRow) -> pb::RunTransition {

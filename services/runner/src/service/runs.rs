@@ -358,6 +358,6 @@ impl Service {
 
 /// The progress a run row holds (a row the office wrote always parses; anything else reads as
 /// a fresh run, which a resume's checkpoint comparison then refuses).
-pub(super) fn progress_of_row(run: &RunRow) -> Progress {
+pub(crate) fn progress_of_row(run: &RunRow) -> Progress {
     runs::progress_of(run)
 }

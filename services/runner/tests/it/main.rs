@@ -16,4 +16,5 @@ mod runs;
 mod steps;
 mod trace;
 mod tree;
+mod verification;
 mod watch;

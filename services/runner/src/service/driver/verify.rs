@@ -3,7 +3,8 @@
 //! verifier asked (`crate::verifier`), and its verdict committed — PASS `verified_pass` to
 //! `SUCCEEDED`, REJECT (or the owner's refusal) `verification_reject` to `FAILED`, HOLD
 //! `verification_hold` to `WAIT_VERIFICATION`, the run released and asked again after
-//! `verify_recheck_ms`. From `WAIT_VERIFICATION` a changed answer takes
+//! `verify_recheck_ms`. From `WAIT_VERIFICATION` a changed answer (another disposition, or a
+//! hold for other reasons) takes
 //! `verification_changed` back to `VERIFY` (the wait's time counted as suspended), where it is
 //! asked once more and committed: every edge into a terminal leaves `VERIFY`.
 
@@ -40,6 +41,7 @@ impl Driver {
         // The records' instant: the commit that first entered `VERIFY` with every obligation
         // closed (the row's `updated_at`), kept in the progress from the first verdict on, so
         // a resumed or repeated ask drafts the same bytes.
+        let before = p.verification.clone();
         let mut v = p.verification.clone().unwrap_or(Verification {
             at_ms: ms(run.updated_at),
             ..Verification::default()
@@ -78,7 +80,12 @@ impl Driver {
         tracing::info!(run = %run.id, disposition = %v.disposition, asked = v.asked, "verifier answered");
         let mut q = p.clone();
         if run.state == "WAIT_VERIFICATION" {
-            if verdict == Verdict::Hold {
+            // Still held for the same reasons: nothing to record, asked again later. A hold
+            // for other reasons goes back to `VERIFY` too, so the run shows what it waits for.
+            let same = before
+                .as_ref()
+                .is_some_and(|b| b.disposition == v.disposition && b.reasons == v.reasons);
+            if verdict == Verdict::Hold && same {
                 return Verified::Wait(recheck);
             }
             q.used.suspended_ms = q.used.suspended_ms.saturating_add(open_wait);
