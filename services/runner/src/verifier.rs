@@ -140,7 +140,7 @@ impl Verifier {
                 })
                 .await;
             return match proposed {
-                Ok(p) => Ok(consent(p.into_inner().consent, "OWNER_RECORDS_PENDING")),
+                Ok(p) => Ok(consent(p.into_inner().consent, "OWNER_RECORDS")),
                 Err(status) => refused(&status, "OWNER_RECORDS_REFUSED"),
             };
         }
@@ -171,7 +171,7 @@ impl Verifier {
             .await;
         match promoted {
             Ok(p) => {
-                let c = consent(p.into_inner().consent, "PROMOTION_PENDING");
+                let c = consent(p.into_inner().consent, "PROMOTION");
                 if c.disposition == OWNER_DENIED {
                     return Ok(c);
                 }
@@ -238,20 +238,21 @@ async fn stored(h: &mut HelmLoopClient<PeerChannel>, r: &Ref) -> Result<bool, Un
     }
 }
 
-/// A proposal's consent: pending (or granted and not yet delivered) holds; denied, expired or
-/// cancelled is the owner's refusal.
-fn consent(c: Option<wpb::Consent>, pending: &str) -> Answer {
+/// A proposal's consent (`what`: `OWNER_RECORDS` or `PROMOTION`): pending (`<what>_PENDING`)
+/// or granted and not yet delivered (`<what>_DELIVERY`) holds; denied, expired or cancelled is
+/// the owner's refusal (`<what>_REFUSED_BY_OWNER`).
+fn consent(c: Option<wpb::Consent>, what: &str) -> Answer {
     let state = c.map_or(wpb::ConsentState::Unspecified as i32, |c| c.state);
     match wpb::ConsentState::try_from(state) {
         Ok(
             wpb::ConsentState::Denied | wpb::ConsentState::Expired | wpb::ConsentState::Cancelled,
         ) => Answer {
             disposition: OWNER_DENIED.into(),
-            reasons: vec![format!("{pending}_REFUSED_BY_OWNER")],
+            reasons: vec![format!("{what}_REFUSED_BY_OWNER")],
             ..Answer::default()
         },
-        Ok(wpb::ConsentState::Granted) => Answer::held(&format!("{pending}_DELIVERY")),
-        _ => Answer::held(pending),
+        Ok(wpb::ConsentState::Granted) => Answer::held(&format!("{what}_DELIVERY")),
+        _ => Answer::held(&format!("{what}_PENDING")),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod authority;
 mod budgets;
+mod calibration;
 mod checkpoints;
 mod common;
 mod fence;

@@ -548,3 +548,43 @@ async fn a_contradicted_outcome_rejects_and_the_runner_cannot_write_its_verdict(
     assert_eq!(s.run(id2).await.state, "WAIT_VERIFICATION");
     s.sandbox.stop().await;
 }
+
+#[tokio::test]
+async fn an_ambiguous_outcome_is_held_for_review_and_decided_by_the_owner() {
+    let mut s = vstack().await;
+    let id = s.start("verify-gray", &workflow(true)).await;
+    s.decide(id, "helmloop.issue", true).await;
+    s.pending(id, "helmloop.promote").await;
+    // The observer says both: the contract's human_gray_band — held, released from its lease.
+    s.observe(id, "observed-a", "supports", "MET").await;
+    s.observe(id, "observed-b", "contradicts", "NOT_MET").await;
+    let r = s.held(id, "OUTCOME_MIXED").await;
+    assert!(
+        r.verification
+            .expect("verification")
+            .reasons
+            .contains(&"PROMOTION_NOT_REQUESTED".to_owned())
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let r = s.run(id).await;
+    assert_eq!(
+        r.state, "WAIT_VERIFICATION",
+        "still held: asked again, not decided"
+    );
+    let lease: Option<String> =
+        sqlx::query_scalar("SELECT lease_holder FROM runner.runs WHERE id = $1")
+            .bind(id)
+            .fetch_one(&mut s.sandbox.db.superuser().await)
+            .await
+            .expect("lease");
+    assert_eq!(lease, None, "a held run is released from its lease");
+    // The owner reviews and refuses the promotion: the run fails, never succeeds.
+    s.decide(id, "helmloop.promote", false).await;
+    let r = s.until(id, "failed", |r| r.state == "FAILED").await;
+    assert_eq!(
+        r.verification.expect("verification").reasons,
+        ["PROMOTION_REFUSED_BY_OWNER"]
+    );
+    assert_eq!(s.success_only_on_pass(&[id]).await, 0);
+    s.sandbox.stop().await;
+}
