@@ -5,6 +5,7 @@ mod architecture;
 mod authority;
 mod devrace;
 mod devstack;
+mod devverify;
 mod documented;
 mod helmloop;
 mod inprocess;

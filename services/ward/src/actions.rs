@@ -7,7 +7,7 @@ lychd_runtime::auth::actions! {
     ADMINISTER = "ward:administer";
     /// ask about other principals' tokens: `Authenticate` and `Authorize` (on `decision:*`)
     DECIDE = "ward:decide";
-    /// propose an effect for consent (`ProposeEffect`, on `effect:<effect_owner>`); make, annotate, withdraw or supersede one's own proposal (`CreateProposal`, `AppendProposalRecord`, `Withdraw`, `Supersede`)
+    /// propose an effect for consent (`ProposeEffect`, on `effect:<effect_owner>`); make, annotate, withdraw or supersede one's own proposal (`CreateProposal`, `AppendProposalRecord`, `Withdraw`, `Supersede`); propose a HelmLoop promotion or owner records for the owner's approval (`ProposePromotion`, `ProposeOwnerRecords`, on `effect:helmloop`)
     PROPOSE = "ward:propose";
     /// settle or revoke a consent (`Decide`, `RevokeConsent`, on `effect:<effect_owner>`)
     APPROVE = "ward:approve";

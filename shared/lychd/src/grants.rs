@@ -73,8 +73,15 @@ pub const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
 ];
 
 /// The Runner's service principal: a model step leases its capability from the Dispatcher and
-/// releases the lease after the call (Ward is asked again, for this principal, on every lease).
+/// releases the lease after the call (Ward is asked again, for this principal, on every lease);
+/// a verified run's candidate observations are appended to HelmLoop, its owner records read
+/// back and its records reduced, and its owner records and promotion *proposed* to Ward (the
+/// owner approves them; no owner-record append action, no verdict).
 pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
+    ("helmloop:append_observation", "subject:*"),
+    ("helmloop:read", "subject:*"),
+    ("helmloop:reduce", "subject:*"),
+    ("ward:propose", "effect:helmloop"),
 ];

@@ -14,5 +14,6 @@ pub mod recovery;
 pub mod run;
 pub mod trace;
 pub mod tree;
+pub mod verdict;
 pub mod verification;
 pub mod workflow;

@@ -117,7 +117,7 @@ pub struct Progress {
     /// The independent verification, once it began (Runner II: `VERIFY` with every
     /// obligation closed, a workflow with `verification`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verification: Option<super::verification::Verification>,
+    pub verification: Option<super::verdict::Verification>,
 }
 
 impl Progress {

@@ -16,17 +16,12 @@
 //! resumed or replayed `VERIFY` produces byte-identical records: HelmLoop folds them as exact
 //! replays (`REPLAYED`), never as a second body under one identity.
 
-use std::collections::BTreeMap;
-
-use lychd_canon::{Value, binding_digest, record_digest};
-use serde::{Deserialize, Serialize};
+use lychd_canon::Value;
 
 use super::progress::Progress;
+pub use super::verdict::{OWNER_DENIED, PRODUCER, Predicate, Spec, Verdict, Verification};
 use super::workflow::Workflow;
 
-/// The producer (and executor) name of the runner's observation records; the evaluation's
-/// trusted producers include it.
-pub const PRODUCER: &str = "lychd-runner";
 /// `source.system` of every record the runner drafts.
 pub const SYSTEM: &str = "lychd-runner";
 /// The action a run's receipt records (the policy's expected action).
@@ -51,147 +46,6 @@ const AXES: [&str; 6] = [
     "observedOutcome",
 ];
 
-/// A workflow's `verification` section: who is accountable for the run's outcome, and
-/// optionally the independent observer whose evidence decides the outcome claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spec {
-    /// The accountable owner: a human Ward principal's name (Ward's grammar
-    /// `[a-z0-9][a-z0-9._-]{0,63}`), the contract's `accountableOwnerId`.
-    pub owner: String,
-    /// The producer name of the observer whose `EvidenceRecordV1` on [`OBSERVED_OUTCOME`]
-    /// decides the outcome axis; absent: the workflow's last obligation is the outcome claim.
-    pub observer: Option<String>,
-}
-
-fn owner_name(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
-}
-
-/// A HelmLoop identifier (`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`).
-fn identifier(s: &str) -> bool {
-    (1..=128).contains(&s.len())
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
-}
-
-impl Spec {
-    /// Parse `/verification` of a workflow document: the JSON pointer and problem of the first
-    /// bad place.
-    pub fn parse(v: &serde_json::Value) -> Result<Spec, (&'static str, &'static str)> {
-        let Some(o) = v.as_object() else {
-            return Err(("/verification", "must be an object"));
-        };
-        if o.keys().any(|k| k != "owner" && k != "observer") {
-            return Err(("/verification", "has a field the schema does not define"));
-        }
-        let owner = match o.get("owner").and_then(|x| x.as_str()) {
-            Some(s) if owner_name(s) => s.to_owned(),
-            Some(_) => return Err(("/verification/owner", "must be a Ward principal name")),
-            None => return Err(("/verification/owner", "is required")),
-        };
-        let observer = match o.get("observer") {
-            None => None,
-            Some(serde_json::Value::String(s)) if identifier(s) && s != PRODUCER => Some(s.clone()),
-            Some(_) => {
-                return Err((
-                    "/verification/observer",
-                    "must be a HelmLoop identifier other than lychd-runner",
-                ));
-            }
-        };
-        Ok(Spec { owner, observer })
-    }
-}
-
-/// A run's verification, carried in its progress (and so in every checkpoint) once it began.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Verification {
-    /// The instant (ms since the epoch) every drafted record is issued at: the commit that
-    /// first entered `VERIFY` with every obligation closed.
-    pub at_ms: i64,
-    /// The last reduction's disposition (`PASS`, `HOLD`, `REJECT`), or `OWNER_DENIED` when the
-    /// accountable owner refused a proposal; empty before the first.
-    #[serde(default)]
-    pub disposition: String,
-    /// Its reason codes (hold and reject channels), or the owner's refusal.
-    #[serde(default)]
-    pub reasons: Vec<String>,
-    /// Its six axes.
-    #[serde(default)]
-    pub axes: BTreeMap<String, String>,
-    /// Its input digest (the stored evaluation at the HelmLoop office).
-    #[serde(default)]
-    pub input_digest: String,
-    /// How many times the verifier was asked.
-    #[serde(default)]
-    pub asked: u32,
-    /// The contract's success predicate, conjunct by conjunct, as last checked.
-    #[serde(default)]
-    pub predicate: Predicate,
-}
-
-/// Loop-contract v1 `verification.success_predicate`: "all required obligations close with
-/// independent receipts, no unknown effect remains, and the sole FSM terminal transition is
-/// legal" — each conjunct as checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Predicate {
-    /// Every obligation closed by the runner's recorded results.
-    pub obligations_closed: bool,
-    /// …and independently: the verifier's reduction is PASS (every axis in its pass state).
-    pub independent_pass: bool,
-    /// No effect of the run has an unknown outcome.
-    pub no_unknown_effect: bool,
-    /// The FSM has the terminal edge the verdict takes from the run's state.
-    pub terminal_edge_legal: bool,
-}
-
-impl Predicate {
-    pub fn holds(&self) -> bool {
-        self.obligations_closed
-            && self.independent_pass
-            && self.no_unknown_effect
-            && self.terminal_edge_legal
-    }
-}
-
-/// What a reduction (or the owner) says for the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Pass,
-    Hold,
-    Reject,
-}
-
-impl Verdict {
-    /// A HelmLoop disposition; anything else is no PASS (held: unknown is never success).
-    pub fn of(disposition: &str) -> Verdict {
-        match disposition {
-            "PASS" => Verdict::Pass,
-            "REJECT" | OWNER_DENIED => Verdict::Reject,
-            _ => Verdict::Hold,
-        }
-    }
-
-    /// The FSM event the verdict issues from `VERIFY`.
-    pub fn event(self) -> &'static str {
-        match self {
-            Verdict::Pass => "verified_pass",
-            Verdict::Hold => "verification_hold",
-            Verdict::Reject => "verification_reject",
-        }
-    }
-}
-
-/// The disposition recorded when the accountable owner denied (or let expire) a proposal the
-/// run's verification needs: Ward issues nothing, so no reduction can ever pass.
-pub const OWNER_DENIED: &str = "OWNER_DENIED";
-
 /// What the drafted records are a function of.
 #[derive(Debug, Clone)]
 pub struct Run<'a> {
@@ -207,21 +61,6 @@ pub struct Run<'a> {
     pub spec: &'a Spec,
     /// The instant the records are issued at.
     pub at_ms: i64,
-}
-
-/// An exact reference `{recordType, id, digest}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ref {
-    pub record_type: String,
-    pub id: String,
-    pub digest: String,
-}
-
-/// A drafted record: its canonical body and its exact reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Drafted {
-    pub body: Vec<u8>,
-    pub reference: Ref,
 }
 
 /// Everything a run's verification needs.
@@ -241,77 +80,6 @@ pub struct Bundle {
     pub not_after_ms: i64,
     /// The evaluation context without `evaluatedAt` (set at each ask).
     context: Value,
-}
-
-fn s(x: impl Into<String>) -> Value {
-    Value::String(x.into())
-}
-
-fn obj(members: Vec<(&str, Value)>) -> Value {
-    let mut m = lychd_canon::Map::new();
-    for (k, v) in members {
-        m.insert(k, v);
-    }
-    Value::Object(m)
-}
-
-fn arr(items: impl IntoIterator<Item = Value>) -> Value {
-    Value::Array(items.into_iter().collect())
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.sssZ` of `ms` since the epoch (HelmLoop resolutions §B).
-pub fn timestamp(ms: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
-}
-
-fn digest_of(v: &Value) -> String {
-    // A value built here from strings, integers and arrays always canonicalizes.
-    binding_digest(v).map(|d| d.render()).unwrap_or_default()
-}
-
-/// Seal `body` (a record without `digest`): its record digest added, its canonical bytes.
-fn seal(mut body: Value) -> Drafted {
-    let digest = record_digest(&body).map(|d| d.render()).unwrap_or_default();
-    let (record_type, id) = (
-        body.get("recordType")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        body.get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-    );
-    if let Value::Object(m) = &mut body {
-        m.insert("digest", s(digest.clone()));
-    }
-    Drafted {
-        body: lychd_canon::to_canonical_vec(&body).unwrap_or_default(),
-        reference: Ref {
-            record_type,
-            id,
-            digest,
-        },
-    }
-}
-
-fn reference(r: &Ref) -> Value {
-    obj(vec![
-        ("recordType", s(&r.record_type)),
-        ("id", s(&r.id)),
-        ("digest", s(&r.digest)),
-    ])
 }
 
 /// The subject id of run `id`'s records.
@@ -628,31 +396,6 @@ pub fn observed_description(observer: &str) -> String {
     format!("the run's outcome, as observed independently by {observer}")
 }
 
-/// HelmLoop resolutions §D: the binding digest of the policy controls (the lists sorted).
-fn policy_digest(body: &Value) -> String {
-    let pick = |k: &str| body.get(k).cloned().unwrap_or(Value::Null);
-    digest_of(&obj(vec![
-        ("policyId", pick("policyId")),
-        ("policyRevision", pick("policyRevision")),
-        ("subject", pick("subject")),
-        ("revision", pick("revision")),
-        ("targetTransition", pick("targetTransition")),
-        ("expectedAction", pick("expectedAction")),
-        ("expectedParameters", pick("expectedParameters")),
-        ("expectedScope", pick("expectedScope")),
-        (
-            "executionAuthorityRequired",
-            pick("executionAuthorityRequired"),
-        ),
-        ("requiredEvidenceIds", pick("requiredEvidenceIds")),
-        ("requiredAssuranceLevel", pick("requiredAssuranceLevel")),
-        ("outcomeClaimId", pick("outcomeClaimId")),
-        ("evidenceMaxAgeMs", pick("evidenceMaxAgeMs")),
-        ("reconciliationMaxAgeMs", pick("reconciliationMaxAgeMs")),
-        ("trustedProducers", pick("trustedProducers")),
-    ]))
-}
-
 impl Bundle {
     /// The evaluation context as of `evaluated_ms` (canonical JSON).
     pub fn context_at(&self, evaluated_ms: i64) -> Vec<u8> {
@@ -673,6 +416,10 @@ impl Bundle {
         &self.owner_records[1].reference
     }
 }
+
+mod json;
+pub use json::{Drafted, Ref, timestamp};
+use json::{arr, digest_of, obj, policy_digest, reference, s, seal};
 
 #[cfg(test)]
 mod tests;

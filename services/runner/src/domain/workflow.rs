@@ -88,7 +88,7 @@ pub struct Workflow {
     pub steps: Vec<Step>,
     /// `verification`: the run succeeds only on an independent HelmLoop PASS (Runner II);
     /// absent, the runner's obligation check stands in for the verifier (Runner I).
-    pub verification: Option<super::verification::Spec>,
+    pub verification: Option<super::verdict::Spec>,
 }
 
 /// Why a document is refused: the JSON pointer of the first bad place, and what is wrong.
@@ -323,7 +323,7 @@ impl Workflow {
             Some(_) if obligations.is_empty() => {
                 return bad("/verification", "needs at least one obligation to verify");
             }
-            Some(v) => Some(super::verification::Spec::parse(v).or_else(|(p, m)| bad(p, m))?),
+            Some(v) => Some(super::verdict::Spec::parse(v).or_else(|(p, m)| bad(p, m))?),
         };
         Ok(Workflow {
             name,

@@ -228,7 +228,8 @@ mod tests {
                 );
             } else if office == Office::Runner {
                 // Model steps: a lease on a capability and its release; no observation, no
-                // admission.
+                // admission. Verification: observations, reads and reductions at HelmLoop and
+                // proposals to Ward (no owner record, no verdict).
                 let own: BTreeSet<Grant> = grants
                     .into_iter()
                     .filter(|g| matches!(g, Grant::Assign(..)))
@@ -238,6 +239,10 @@ mod tests {
                     BTreeSet::from([
                         Grant::Assign("dispatcher:lease", "capability:*"),
                         Grant::Assign("dispatcher:lease", "lease:*"),
+                        Grant::Assign("helmloop:append_observation", "subject:*"),
+                        Grant::Assign("helmloop:read", "subject:*"),
+                        Grant::Assign("helmloop:reduce", "subject:*"),
+                        Grant::Assign("ward:propose", "effect:helmloop"),
                     ])
                 );
             } else if office == Office::Ward {
