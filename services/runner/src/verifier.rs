@@ -125,7 +125,7 @@ impl Verifier {
                     }
                 }
             }
-            Err(status) => return Ok(refused(&status, "APPEND_REFUSED")?),
+            Err(status) => return refused(&status, "APPEND_REFUSED"),
         }
         // 2. The owner records (contract, assurance), until the owner issued them.
         let mut issued = true;
