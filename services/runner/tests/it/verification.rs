@@ -428,6 +428,15 @@ async fn a_run_succeeds_only_on_the_owners_promotion_and_a_helmloop_pass() {
         receipt.get("status").and_then(Value::as_str),
         Some("succeeded")
     );
+    // A runner killed while the run is held: another process resumes the verification and
+    // drafts the same bytes (HelmLoop replays them, never a second body).
+    s.sandbox
+        .restart(Office::Runner, nix::sys::signal::Signal::SIGKILL)
+        .await;
+    s.runner = RunnerClient::new(channel_with(
+        &s.sandbox.office(Office::Runner).endpoint(),
+        &s.sandbox.token,
+    ));
     s.decide(id, "helmloop.issue", true).await;
     // Held again, by HelmLoop's own reduction: every axis but the promotion passes, which the
     // runner proposed once the records existed and the owner has not decided.
@@ -447,6 +456,28 @@ async fn a_run_succeeds_only_on_the_owners_promotion_and_a_helmloop_pass() {
         ver.axes
     );
     assert_eq!(s.success_only_on_pass(&[id]).await, 1);
+    // Asked several times, across a crash: every identity of the run holds exactly one body.
+    assert!(ver.asked >= 3, "{ver:?}");
+    for (t, rid) in [
+        ("ExecutionReceiptV1", format!("receipt-{id}")),
+        ("EvidenceRecordV1", format!("evidence-{id}.gathered")),
+        ("EvidenceRecordV1", format!("evidence-{id}.summary")),
+        ("OutcomeContractV1", format!("contract-{id}")),
+        ("AssuranceDecisionV1", format!("assurance-{id}")),
+    ] {
+        let bodies = s
+            .helmloop
+            .get_record(hl::GetRecordRequest {
+                record_type: t.into(),
+                id: rid.clone(),
+            })
+            .await
+            .expect("record")
+            .into_inner()
+            .records;
+        assert_eq!(bodies.len(), 1, "{t} {rid}");
+        assert!(!bodies[0].equivocation, "{t} {rid}");
+    }
     // The path: VERIFY held, waited, changed, passed.
     let triggers: Vec<String> = s
         .runner
