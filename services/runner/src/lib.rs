@@ -7,7 +7,9 @@
 //! transition row with a checksummed checkpoint (`service::runs`, `service::checkpoints`,
 //! `store::runs`); the step loop (`service::driver`: runs claimed under a runner lease, a new
 //! generation per claim, the FSM's edges through the workflow's steps, model steps through a
-//! Dispatcher lease in `model`). See `docs/runner.md`.
+//! Dispatcher lease in `model`); issue 28's independent verification (`domain::verification`,
+//! `verifier`: a workflow with `verification` succeeds only on a HelmLoop PASS). See
+//! `docs/runner.md`.
 //!
 //! Layers: `grpc` (thin handlers: decode → authorize → call the service → encode), `service`
 //! (the use cases), `store` (SQL on the `runner` schema only), `domain` (pure rules: no
