@@ -279,3 +279,50 @@ fn timestamps_are_millisecond_utc() {
     assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
     assert_eq!(timestamp(1_780_000_000_123), "2026-05-28T20:26:40.123Z");
 }
+
+#[test]
+fn a_verified_workflow_asks_the_verifier_only_with_its_obligations_closed() {
+    use crate::domain::budgets::Budgets;
+    use crate::domain::progress::{Next, next};
+    let w = Workflow::parse(DOC.as_bytes()).expect("valid");
+    let b = Budgets::contract();
+    assert_eq!(next(&w, &b, "VERIFY", &closed(), 1), Next::Verify);
+    assert_eq!(
+        next(&w, &b, "WAIT_VERIFICATION", &closed(), 1),
+        Next::Verify
+    );
+    // An obligation open: the repair round, never the verifier.
+    let mut open = closed();
+    open.results.pop();
+    match next(&w, &b, "VERIFY", &open, 1) {
+        Next::Commit { event, .. } => assert_eq!(event, "verified_reject"),
+        other => panic!("{other:?}"),
+    }
+    // Without `verification`, Runner I's stand-in passes.
+    let plain = DOC.replace(",\n  \"verification\":{\"owner\":\"owner-alice\"}", "");
+    assert!(!plain.contains("verification"), "{plain}");
+    let w = Workflow::parse(plain.as_bytes()).expect("valid");
+    match next(&w, &b, "VERIFY", &closed(), 1) {
+        Next::Commit { event, .. } => assert_eq!(event, "verified_pass"),
+        other => panic!("{other:?}"),
+    }
+    // The FSM: held runs leave only through the verifier, a budget, a deadline, a cancel or a
+    // quarantine; success only from VERIFY.
+    let fsm = crate::domain::fsm::Fsm::bound().expect("fsm");
+    for (from, event, to) in [
+        ("VERIFY", "verification_hold", "WAIT_VERIFICATION"),
+        ("VERIFY", "verification_reject", "FAILED"),
+        ("WAIT_VERIFICATION", "verification_changed", "VERIFY"),
+        ("WAIT_VERIFICATION", "cancel", "CANCELED"),
+        ("WAIT_VERIFICATION", "budget_exhausted", "BUDGET_EXHAUSTED"),
+        ("WAIT_VERIFICATION", "deadline_passed", "TIMED_OUT"),
+        ("VERIFY", "verified_pass", "SUCCEEDED"),
+    ] {
+        assert_eq!(
+            fsm.next(from, event).map(|e| e.to.as_str()),
+            Some(to),
+            "{from} {event}"
+        );
+    }
+    assert!(fsm.next("WAIT_VERIFICATION", "verified_pass").is_none());
+}
