@@ -22,7 +22,7 @@ pub use check::Broken;
 pub const FSM_JSON: &[u8] = include_bytes!("../../../../schemas/runner/run-fsm.v1.json");
 
 /// The recorded sha256 of [`FSM_JSON`] (also in `docs/runner.md`); a test keeps them equal.
-pub const FSM_SHA256: &str = "82c63fccaba4939238bc6de8a20518e353501929343645bbb8f6928d9f64750a";
+pub const FSM_SHA256: &str = "e80028ecc1581952ac67219e5b4c53745009a4d226afda4c45ffc397b662f324";
 
 /// The digest loop-contract v1 binds (`control_fsm_binding.file_sha256`): of an artifact that
 /// is not published, so no file here can match it.

@@ -7,13 +7,16 @@
 //!  "steps": [{"id": "draft", "kind": "model", "family": "chat", "closes": ["summary"]}]}
 //! ```
 //!
-//! Step kinds today: `model` (a model step; `family` names the capability family) and `task`.
-//! Effect steps are refused until the runner executes effects (Runner II). Obligations are
+//! Step kinds: `model` (a model step; `family` names the capability family), `task`, and
+//! `effect` (an external effect through an adapter, `domain::effect`). Obligations are
 //! what a run must close before it may be verified; each names the evidence it requires.
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
+
+pub use super::effect::EFFECT_RECEIPT;
+use super::effect::{self, EffectSpec};
 
 pub const SCHEMA: &str = "lychd.runner.workflow/v1";
 /// Most bytes a document may have.
@@ -29,7 +32,8 @@ const MAX_OBLIGATIONS: usize = 64;
 ///
 /// A step closes an obligation it names in `closes` only when its result provides every
 /// evidence the obligation requires (an obligation requiring none is closed by any result).
-pub const EVIDENCE: [&str; 2] = [MODEL_ANSWER, TASK_RESULT];
+/// - `effect_receipt`: an `effect` step's confirmed external outcome (its receipt digest).
+pub const EVIDENCE: [&str; 3] = [MODEL_ANSWER, TASK_RESULT, EFFECT_RECEIPT];
 pub const MODEL_ANSWER: &str = "model_answer";
 pub const TASK_RESULT: &str = "task_result";
 
@@ -61,6 +65,8 @@ pub enum StepKind {
         model: Option<String>,
     },
     Task,
+    /// An external effect through an adapter (Runner II): its action, destination and risk.
+    Effect(Box<EffectSpec>),
 }
 
 impl StepKind {
@@ -69,6 +75,7 @@ impl StepKind {
         match self {
             StepKind::Model { .. } => evidence == MODEL_ANSWER,
             StepKind::Task => evidence == TASK_RESULT,
+            StepKind::Effect(_) => evidence == EFFECT_RECEIPT,
         }
     }
 }
@@ -227,7 +234,7 @@ impl Workflow {
             {
                 return bad(
                     format!("{path}/evidence/{j}"),
-                    "must be an evidence kind (model_answer, task_result)",
+                    "must be an evidence kind (model_answer, task_result, effect_receipt)",
                 );
             }
             obligations.push(Obligation { id, evidence });
@@ -239,7 +246,29 @@ impl Workflow {
         }
         for (i, sv) in items.iter().enumerate() {
             let path = format!("/steps/{i}");
-            let so = object(sv, &path, &["id", "kind", "family", "model", "closes"])?;
+            let so = object(
+                sv,
+                &path,
+                &[
+                    "id",
+                    "kind",
+                    "family",
+                    "model",
+                    "closes",
+                    "adapter",
+                    "destination",
+                    "action",
+                    "risk",
+                ],
+            )?;
+            if so.get("kind").and_then(Value::as_str) != Some("effect") {
+                if let Some(k) = ["adapter", "destination", "action", "risk"]
+                    .into_iter()
+                    .find(|k| so.contains_key(*k))
+                {
+                    return bad(format!("{path}/{k}"), "is only for effect steps");
+                }
+            }
             let id = slug_at(so, &path, "id")?.to_owned();
             if steps.iter().any(|x: &Step| x.id == id) {
                 return bad(format!("{path}/id"), "is declared twice");
@@ -272,10 +301,28 @@ impl Workflow {
                     return bad(format!("{path}/model"), "is only for model steps");
                 }
                 "task" => StepKind::Task,
-                "effect" => {
-                    return bad(format!("{path}/kind"), "effect steps are not supported yet");
+                "effect" if so.contains_key("family") || so.contains_key("model") => {
+                    let k = if so.contains_key("family") {
+                        "family"
+                    } else {
+                        "model"
+                    };
+                    return bad(format!("{path}/{k}"), "is only for model steps");
                 }
-                _ => return bad(format!("{path}/kind"), "must be model or task"),
+                "effect" => {
+                    let spec = effect::spec(
+                        so.get("adapter"),
+                        so.get("destination"),
+                        so.get("action"),
+                        so.get("risk"),
+                    )
+                    .map_err(|(field, problem)| Invalid {
+                        path: format!("{path}/{field}"),
+                        problem,
+                    })?;
+                    StepKind::Effect(Box::new(spec))
+                }
+                _ => return bad(format!("{path}/kind"), "must be model, task or effect"),
             };
             let closes = slugs(so, &path, "closes")?;
             if let Some(j) = closes
@@ -356,6 +403,52 @@ mod tests {
     }
 
     #[test]
+    fn an_effect_step_parses_and_closes_with_a_receipt() {
+        let doc = r#"{"schema":"lychd.runner.workflow/v1","name":"pay","version":"0.1.0",
+            "obligations":[{"id":"paid","evidence":["effect_receipt"]}],
+            "steps":[{"id":"pay","kind":"effect","adapter":"http",
+                      "destination":"http://127.0.0.1:9/orders","risk":"high",
+                      "action":{"amount":5,"to":"x"},"closes":["paid"]}]}"#;
+        let w = Workflow::parse(doc.as_bytes()).expect("valid");
+        let StepKind::Effect(spec) = &w.steps[0].kind else {
+            panic!("an effect step");
+        };
+        assert_eq!(spec.action, br#"{"amount":5,"to":"x"}"#.to_vec());
+        assert!(w.steps[0].kind.can_provide(EFFECT_RECEIPT));
+        for (from, to, path) in [
+            ("\"risk\":\"high\"", "\"risk\":\"huge\"", "/steps/0/risk"),
+            (
+                "\"adapter\":\"http\"",
+                "\"adapter\":\"ftp\"",
+                "/steps/0/adapter",
+            ),
+            ("{\"amount\":5,\"to\":\"x\"}", "[5]", "/steps/0/action"),
+            (
+                "{\"amount\":5,\"to\":\"x\"}",
+                "{\"amount\":0.5}",
+                "/steps/0/action",
+            ),
+            (
+                "http://127.0.0.1:9/orders",
+                "file:///etc",
+                "/steps/0/destination",
+            ),
+            (
+                "\"risk\":\"high\"",
+                "\"risk\":\"high\",\"family\":\"chat\"",
+                "/steps/0/family",
+            ),
+            (
+                "[\"effect_receipt\"]",
+                "[\"model_answer\"]",
+                "/obligations/0/evidence",
+            ),
+        ] {
+            assert_eq!(path_of(&doc.replace(from, to)), path, "{to}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_path() {
         for (from, to, path) in [
             ("\"summarize\"", "\"Sum Up\"", "/name"),
@@ -365,7 +458,17 @@ mod tests {
                 "\"family\":\"poetry\"",
                 "/steps/0/family",
             ),
-            ("\"kind\":\"task\"", "\"kind\":\"effect\"", "/steps/1/kind"),
+            (
+                "\"kind\":\"task\"",
+                "\"kind\":\"effect\"",
+                "/steps/1/adapter",
+            ),
+            ("\"kind\":\"task\"", "\"kind\":\"mail\"", "/steps/1/kind"),
+            (
+                "\"kind\":\"task\"",
+                "\"kind\":\"task\",\"risk\":\"low\"",
+                "/steps/1/risk",
+            ),
             (
                 "\"family\":\"chat\"",
                 "\"family\":\"chat\",\"model\":\"has space\"",

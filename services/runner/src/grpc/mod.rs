@@ -346,7 +346,9 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let service = Service::new(ctx.pool.clone(), fsm);
         if settings.drive {
             let models = crate::model::Models::new(&ctx)?;
-            let driver = Arc::new(Driver::new(service.clone(), models, settings));
+            let consents = crate::consent::Consents::new(&ctx)?;
+            let driver =
+                Arc::new(Driver::new(service.clone(), models, settings).with_consents(consents));
             // The loop ends with the process; a lease it held expires and another runner
             // resumes the run from its last checkpoint.
             tokio::spawn(driver.run());
