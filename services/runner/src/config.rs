@@ -100,21 +100,44 @@ pub struct Settings {
     pub task_step_ms: u64,
     /// Price per 1 000 tokens per family (thousandths of the contract's cost unit).
     pub price_milli_per_1k_tokens: BTreeMap<String, u64>,
+    /// Effects: the adapter's credential, timeouts, approval polling, fault points.
+    pub effects: EffectSettings,
+}
+
+/// The validated effect settings (`[office] effect_*`, `approval_poll_ms`, `fault_points`).
+#[derive(Debug, Clone)]
+pub struct EffectSettings {
     /// The effect adapter's credential (read once from its file).
-    pub effect_credential: Option<secrecy::SecretString>,
-    pub effect_timeout_ms: u64,
+    pub credential: Option<secrecy::SecretString>,
+    pub timeout_ms: u64,
     pub approval_poll_ms: u64,
-    pub effect_attempts: u32,
+    pub attempts: u32,
+    /// Test only: where the process aborts (see [`FAULT_POINTS`]).
     pub fault_points: Vec<String>,
 }
 
+impl Default for EffectSettings {
+    fn default() -> Self {
+        EffectSettings {
+            credential: None,
+            timeout_ms: d_effect_timeout(),
+            approval_poll_ms: d_approval_poll(),
+            attempts: d_effect_attempts(),
+            fault_points: Vec::new(),
+        }
+    }
+}
+
 /// The fault-injection points of the effect path (`[office] fault_points`, test only).
-pub const FAULT_POINTS: [&str; 5] = [
+/// `after_consume`: Ward's approval consumed, `approval_consumed` not committed;
+/// `before_intent`: in `COMMIT_INTENT`, the intent not committed; `after_intent`: the intent
+/// and outbox row committed, nothing sent; `after_response`: the destination answered, the
+/// answer not committed.
+pub const FAULT_POINTS: [&str; 4] = [
+    "after_consume",
     "before_intent",
     "after_intent",
-    "after_dispatch",
     "after_response",
-    "after_consume",
 ];
 
 impl Settings {
@@ -190,11 +213,13 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         }
     };
     Ok(Settings {
-        effect_credential,
-        effect_timeout_ms: s.effect_timeout_ms,
-        approval_poll_ms: s.approval_poll_ms,
-        effect_attempts: s.effect_attempts,
-        fault_points: s.fault_points,
+        effects: EffectSettings {
+            credential: effect_credential,
+            timeout_ms: s.effect_timeout_ms,
+            approval_poll_ms: s.approval_poll_ms,
+            attempts: s.effect_attempts,
+            fault_points: s.fault_points,
+        },
         drive: s.drive,
         lease_ttl_ms: s.lease_ttl_ms,
         poll_ms: s.poll_ms,

@@ -192,7 +192,8 @@ impl Consents {
                 action: action.to_owned(),
                 object: object.to_owned(),
                 audience: "runner".to_owned(),
-                purpose: "effect".to_owned(),
+                // An assignment's purpose is its action's verb (as provisioning writes it).
+                purpose: action.split_once(':').map_or(action, |(_, v)| v).to_owned(),
                 expected_policy_generation: None,
             })
             .await

@@ -15,6 +15,7 @@
 //! the Orchestrator's `simulated` actuator drives; [`SimHostProcess`] (module `process`) runs it
 //! as its own process (`lychd-simhost`) and drives it through that API.
 
+pub mod effect;
 pub mod host;
 pub mod process;
 

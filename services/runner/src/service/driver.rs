@@ -63,8 +63,8 @@ impl Driver {
     pub fn new(service: Arc<Service>, models: Models, settings: Settings) -> Driver {
         let holder = format!("runner-{}-{}", std::process::id(), Uuid::new_v4().simple());
         let adapter = HttpAdapter::new(
-            settings.effect_credential.clone(),
-            Duration::from_millis(settings.effect_timeout_ms),
+            settings.effects.credential.clone(),
+            Duration::from_millis(settings.effects.timeout_ms),
         );
         Driver {
             service,

@@ -144,6 +144,76 @@ pub async fn key_of(pool: &PgPool, run_id: Uuid, sequence: u32) -> Result<String
     .await
 }
 
+/// The idempotency key of run `run_id`'s effect `sequence`, if its intent exists.
+pub async fn find_key(
+    ex: impl PgExecutor<'_>,
+    run_id: Uuid,
+    sequence: u32,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT idempotency_key FROM runner.effects WHERE run_id = $1 AND effect_sequence = $2",
+    )
+    .bind(run_id)
+    .bind(i32::try_from(sequence).unwrap_or(i32::MAX))
+    .fetch_optional(ex)
+    .await
+}
+
+/// The action digest and consent id of run `run_id`'s effect `sequence`, if its intent exists.
+pub async fn intent_of(
+    pool: &PgPool,
+    run_id: Uuid,
+    sequence: u32,
+) -> Result<Option<(String, String)>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT action_digest, consent_id FROM runner.effects \
+          WHERE run_id = $1 AND effect_sequence = $2",
+    )
+    .bind(run_id)
+    .bind(i32::try_from(sequence).unwrap_or(i32::MAX))
+    .fetch_optional(pool)
+    .await?;
+    row.map(|r| Ok((r.try_get("action_digest")?, r.try_get("consent_id")?)))
+        .transpose()
+}
+
+/// A ledger entry as stored.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub kind: String,
+    pub detail: String,
+    pub generation: i64,
+    pub actor: String,
+    pub recorded_at: time::OffsetDateTime,
+}
+
+/// The ledger of run `run_id`'s effect `sequence`, in order.
+pub async fn entries(
+    pool: &PgPool,
+    run_id: Uuid,
+    sequence: u32,
+) -> Result<Vec<Entry>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT kind, detail::text AS detail, generation, actor, recorded_at \
+           FROM runner.effect_ledger WHERE run_id = $1 AND effect_sequence = $2 ORDER BY seq",
+    )
+    .bind(run_id)
+    .bind(i32::try_from(sequence).unwrap_or(i32::MAX))
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Entry {
+                kind: r.try_get("kind")?,
+                detail: r.try_get("detail")?,
+                generation: r.try_get("generation")?,
+                actor: r.try_get("actor")?,
+                recorded_at: r.try_get("recorded_at")?,
+            })
+        })
+        .collect()
+}
+
 /// Settle the outbox row of `key` (its outcome is known).
 pub async fn settle(ex: impl PgExecutor<'_>, key: &str) -> Result<(), sqlx::Error> {
     sqlx::query(

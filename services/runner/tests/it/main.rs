@@ -5,6 +5,8 @@ mod authority;
 mod budgets;
 mod checkpoints;
 mod common;
+mod effect_faults;
+mod effects;
 mod fence;
 mod input;
 mod migrations;

@@ -67,6 +67,7 @@ impl Driver {
             "PLAN_EFFECTS" => self.propose(w, run, p, spec, &pending).await,
             "WAIT_APPROVAL" => self.approval(w, run, p, spec, &pending, open_wait).await,
             "COMMIT_INTENT" => {
+                self.fault("before_intent");
                 let intent = ledger::Intent {
                     run_id: run.id,
                     sequence: pending.sequence,
@@ -177,7 +178,7 @@ impl Driver {
         e: &Pending,
     ) -> Result<Effected, RunnerError> {
         let Ok(c) = self.proposed(w, run, spec, e).await else {
-            return Ok(Effected::Wait(self.settings.approval_poll_ms));
+            return Ok(Effected::Wait(self.settings.effects.approval_poll_ms));
         };
         let mut entries: Entries = vec![(
             "proposal",
@@ -205,7 +206,7 @@ impl Driver {
         e: &Pending,
         open_wait: u64,
     ) -> Result<Effected, RunnerError> {
-        let poll = self.settings.approval_poll_ms;
+        let poll = self.settings.effects.approval_poll_ms;
         let Ok(c) = self.proposed(w, run, spec, e).await else {
             return Ok(Effected::Wait(poll));
         };
@@ -302,7 +303,7 @@ impl Driver {
             Err(_) => return Ok(None),
         }
         let mut last = Delivery::Unknown;
-        for i in 0..self.settings.effect_attempts {
+        for i in 0..self.settings.effects.attempts {
             let exclusive = first && i == 0;
             let Some(claimed) =
                 ledger::claim(&s.pool, run.id, key, run.generation, exclusive).await?
@@ -325,7 +326,7 @@ impl Driver {
                 .deliver(&claimed.destination, key, &claimed.action)
                 .await;
             if last != Delivery::NotApplied
-                || claimed.attempts >= i32::try_from(self.settings.effect_attempts).unwrap_or(1)
+                || claimed.attempts >= i32::try_from(self.settings.effects.attempts).unwrap_or(1)
             {
                 break;
             }
@@ -343,7 +344,7 @@ impl Driver {
     ) -> Result<Effected, RunnerError> {
         let key = ledger::key_of(&self.service.pool, run.id, e.sequence).await?;
         let Some(d) = self.deliver(run, e, spec, &key, true).await? else {
-            return Ok(Effected::Wait(self.settings.approval_poll_ms));
+            return Ok(Effected::Wait(self.settings.effects.approval_poll_ms));
         };
         self.fault("after_response");
         let (event, q) = rules::answered(p, &d);
@@ -469,7 +470,13 @@ impl Driver {
     /// A test-only fault point (`[office] fault_points`): the process ends at once, as kill -9
     /// would (no lease given back, nothing flushed).
     fn fault(&self, point: &str) {
-        if self.settings.fault_points.iter().any(|f| f == point) {
+        if self
+            .settings
+            .effects
+            .fault_points
+            .iter()
+            .any(|f| f == point)
+        {
             tracing::warn!(point, "fault point reached; aborting (test only)");
             std::process::abort();
         }
