@@ -31,6 +31,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::actions;
 use crate::consent::{Call, Refused, Verdict};
 use crate::domain::effect::{self, Delivery, EffectSpec, Pending, Risk};
 use crate::domain::progress::effects as rules;
@@ -46,8 +47,6 @@ pub(super) enum Effected {
 
 /// The actor of the effect path's transitions.
 pub const EFFECT_ACTOR: &str = "runner-effects";
-/// The Ward action of the HTTP adapter's effect permission.
-pub const EFFECT_HTTP: &str = "runner:effect_http";
 
 type Entries = Vec<(&'static str, serde_json::Value)>;
 
@@ -105,47 +104,6 @@ impl Driver {
                 self.commit_effect(run, event, &q, Vec::new(), None, None)
                     .await
             }
-        }
-    }
-
-    /// The exact call Ward binds (see `docs/runner.md`, "Approvals through Ward").
-    fn exact_call(&self, w: &Workflow, run: &RunRow, spec: &EffectSpec, e: &Pending) -> CallParts {
-        let run_id = run.id.hyphenated().to_string();
-        let step = &w.steps[e.step].id;
-        let action: serde_json::Value =
-            serde_json::from_slice(&spec.action).unwrap_or(serde_json::Value::Null);
-        let arguments = json!({
-            "adapter": spec.adapter, "destination": spec.destination, "step": step,
-            "action": action,
-        });
-        let expiry = run.created_at + time::Duration::seconds(i64::from(run.budgets[3]).max(1));
-        CallParts {
-            effect_id: format!("{run_id}.{}", e.sequence),
-            deferred_call_id: format!("{run_id}.{}.{}", e.sequence, e.proposal),
-            tool: match spec.risk {
-                Risk::High => "runner.effect.http.high",
-                Risk::Low => "runner.effect.http.low",
-            },
-            arguments: serde_json::to_vec(&arguments).unwrap_or_default(),
-            binding: lychd_proto::ward::v1::ConsentBinding {
-                workflow_version: run.workflow_version.clone(),
-                action_hash: spec.action_digest.clone(),
-                artifact_hash: format!("sha256:{}", run.workflow_sha256),
-                destination_hash: spec.destination_hash(),
-                visibility: format!("owner:{}", run.owner),
-                scope: format!("destination:{}", spec.host),
-                actor: run.owner.clone(),
-                expiry: Some(prost_types::Timestamp {
-                    seconds: expiry.unix_timestamp(),
-                    nanos: 0,
-                }),
-                nonce: effect::nonce(&run_id, e.sequence, e.proposal),
-                rationale: format!(
-                    "effect step {step} of workflow {} {}",
-                    run.workflow_name, run.workflow_version
-                ),
-            },
-            run_id,
         }
     }
 
@@ -295,7 +253,10 @@ impl Driver {
         // Effect-time authority, asked of Ward immediately before the dispatch.
         match self
             .consents
-            .authorize(EFFECT_HTTP, &format!("destination:{}", spec.host))
+            .authorize(
+                actions::EFFECT_HTTP.name,
+                &format!("destination:{}", spec.host),
+            )
             .await
         {
             Ok(true) => {}
@@ -483,44 +444,5 @@ impl Driver {
     }
 }
 
-/// The parts of a proposal ([`Call`] borrows them).
-struct CallParts {
-    run_id: String,
-    effect_id: String,
-    deferred_call_id: String,
-    tool: &'static str,
-    arguments: Vec<u8>,
-    binding: lychd_proto::ward::v1::ConsentBinding,
-}
-
-fn with_key(mut q: Progress, key: &str) -> Progress {
-    if let Some(e) = q.effect.as_mut() {
-        e.idempotency_key = key.to_owned();
-    }
-    q
-}
-
-fn kind(d: &Delivery) -> &'static str {
-    match d {
-        Delivery::Applied { .. } => "applied",
-        Delivery::Rejected { .. } => "rejected",
-        Delivery::NotApplied => "not_applied",
-        Delivery::Unknown => "unknown",
-    }
-}
-
-/// The ledger entries of an answer: `response` (its kind and status) and, when applied,
-/// `receipt` (its digest).
-fn response(d: &Delivery) -> Entries {
-    let mut out = vec![(
-        "response",
-        match d {
-            Delivery::Rejected { status } => json!({"outcome": kind(d), "status": status}),
-            _ => json!({"outcome": kind(d)}),
-        },
-    )];
-    if let Delivery::Applied { receipt_digest } = d {
-        out.push(("receipt", json!({"receipt_digest": receipt_digest})));
-    }
-    out
-}
+mod call;
+use call::{kind, response, with_key};
