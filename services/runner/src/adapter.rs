@@ -49,7 +49,7 @@ impl std::fmt::Debug for HttpAdapter {
 /// What an exchange came to before classification.
 enum Sent {
     /// The connection was refused: nothing was sent.
-    NotSent,
+    Nothing,
     /// The request may have been sent, and no full answer came back.
     Lost,
     Answer(u16, Bytes),
@@ -70,7 +70,7 @@ impl HttpAdapter {
             .exchange(http::Method::POST, destination, key, body)
             .await
         {
-            Sent::NotSent => Delivery::NotApplied,
+            Sent::Nothing => Delivery::NotApplied,
             Sent::Lost => Delivery::Unknown,
             Sent::Answer(status, body) => match status {
                 200..=299 => Delivery::Applied {
@@ -107,7 +107,7 @@ impl HttpAdapter {
         body: Full<Bytes>,
     ) -> Sent {
         let Some((host, port, path)) = split(destination) else {
-            return Sent::NotSent;
+            return Sent::Nothing;
         };
         let connect = tokio::time::timeout(
             self.timeout,
@@ -117,13 +117,13 @@ impl HttpAdapter {
         let stream = match connect {
             Ok(Ok(s)) => s,
             // Refused or unreachable: no byte of the request left.
-            Ok(Err(_)) | Err(_) => return Sent::NotSent,
+            Ok(Err(_)) | Err(_) => return Sent::Nothing,
         };
         let _ = stream.set_nodelay(true);
         let Ok((mut sender, conn)) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await
         else {
-            return Sent::NotSent;
+            return Sent::Nothing;
         };
         let driver = tokio::spawn(async move {
             let _ = conn.await;
@@ -140,14 +140,14 @@ impl HttpAdapter {
                 http::HeaderValue::from_str(&format!("Bearer {}", c.expose_secret()))
             else {
                 driver.abort();
-                return Sent::NotSent;
+                return Sent::Nothing;
             };
             value.set_sensitive(true);
             request = request.header(http::header::AUTHORIZATION, value);
         }
         let Ok(request) = request.body(body) else {
             driver.abort();
-            return Sent::NotSent;
+            return Sent::Nothing;
         };
         let answer = tokio::time::timeout(self.timeout, async {
             let response = sender.send_request(request).await.ok()?;

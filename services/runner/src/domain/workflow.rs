@@ -261,13 +261,12 @@ impl Workflow {
                     "risk",
                 ],
             )?;
-            if so.get("kind").and_then(Value::as_str) != Some("effect") {
-                if let Some(k) = ["adapter", "destination", "action", "risk"]
+            if so.get("kind").and_then(Value::as_str) != Some("effect")
+                && let Some(k) = ["adapter", "destination", "action", "risk"]
                     .into_iter()
                     .find(|k| so.contains_key(*k))
-                {
-                    return bad(format!("{path}/{k}"), "is only for effect steps");
-                }
+            {
+                return bad(format!("{path}/{k}"), "is only for effect steps");
             }
             let id = slug_at(so, &path, "id")?.to_owned();
             if steps.iter().any(|x: &Step| x.id == id) {

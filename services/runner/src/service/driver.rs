@@ -233,7 +233,7 @@ impl Driver {
                     Next::Effect => match self.effect_step(&workflow, &run, &p, open_wait).await? {
                         Effected::Committed(Some(after)) => {
                             known_until = None;
-                            run = after;
+                            run = *after;
                             continue;
                         }
                         Effected::Committed(None) => {

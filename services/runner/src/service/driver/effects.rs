@@ -40,7 +40,7 @@ use crate::store::effects as ledger;
 /// What the effect path did.
 pub(super) enum Effected {
     /// It committed (the run after, `None` when the fence moved).
-    Committed(Option<RunRow>),
+    Committed(Option<Box<RunRow>>),
     /// Nothing to commit now: give the run back for this many ms.
     Wait(u64),
 }
@@ -425,7 +425,7 @@ impl Driver {
         }
         tx.commit().await?;
         super::commit::log_committed(run, after.as_ref(), event, EFFECT_ACTOR);
-        Ok(Effected::Committed(after))
+        Ok(Effected::Committed(after.map(Box::new)))
     }
 
     /// A test-only fault point (`[office] fault_points`): the process ends at once, as kill -9
