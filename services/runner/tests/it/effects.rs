@@ -40,6 +40,12 @@ impl Drop for Stack {
 
 /// Ward and a Runner as processes; `office` is added to the Runner's `[office]` section.
 pub async fn stack(office: &str) -> Stack {
+    build(office, None).await
+}
+
+/// [`stack`] with a Dispatcher whose one animator is the simulated runtime at `runtime` (model
+/// `m`, family `chat`), and the Runner calling it.
+pub async fn build(office: &str, runtime: Option<String>) -> Stack {
     let sim = SimEffect::start().await;
     let credential_file =
         std::env::temp_dir().join(format!("lychd-effect-credential-{}", Uuid::new_v4()));
@@ -62,16 +68,37 @@ pub async fn stack(office: &str) -> Stack {
         "[office]\n{defaults}effect_credential_file = \"{}\"\n{office}\n",
         credential_file.display()
     );
-    let sandbox = Sandbox::builder()
+    let mut builder = Sandbox::builder()
         .office(Office::Runner)
-        .config_text(Office::Runner, config)
-        .start()
-        .await;
+        .config_text(Office::Runner, config);
+    if let Some(endpoint) = &runtime {
+        builder = builder
+            .office(Office::Dispatcher)
+            .peer(Office::Runner, Office::Dispatcher)
+            .config_text(
+                Office::Dispatcher,
+                format!(
+                    "[office]\n[[office.animators]]\nname = \"sim\"\nsource = \"soulstone\"\n\
+                     dialect = \"llama_cpp\"\nendpoint = \"{endpoint}\"\n\n\
+                     [[office.capabilities]]\nanimator = \"sim\"\nfamily = \"chat\"\n\
+                     model_id = \"m\"\n"
+                ),
+            );
+    }
+    let sandbox = builder.start().await;
     let mut admin = sandbox.admin();
     let runner = admin
         .ensure_office_principal("runner")
         .await
         .expect("runner principal");
+    if runtime.is_some() {
+        for object in ["capability:*", "lease:*"] {
+            admin
+                .ensure_assignment(&runner, "dispatcher:lease", object, "dispatcher", "lease")
+                .await
+                .expect("runner grant");
+        }
+    }
     // What `lychd provision` gives the Runner's service principal (RUNNER_GRANTS).
     for (action, object, audience, purpose) in [
         ("ward:propose", "effect:runner", "ward", "propose"),
