@@ -96,6 +96,10 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &tokens[&Office::Dispatcher],
     );
     a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(&endpoints, &tokens);
+    let external = lychd_testkit::simeffect::SimEffect::start().await;
+    crate::deveffect::a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
+        &endpoints, &tokens, &external,
+    );
     orchestrator_closes_drains_and_reopens_with_its_own_credential(&endpoints, state.path());
     operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
         &endpoints["ward"],
@@ -471,7 +475,7 @@ fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(
 }
 
 /// Standard base64 (as `bytes` fields take it in grpcurl's JSON).
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

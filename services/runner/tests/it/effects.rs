@@ -46,6 +46,15 @@ pub async fn stack(office: &str) -> Stack {
 /// [`stack`] with a Dispatcher whose one animator is the simulated runtime at `runtime` (model
 /// `m`, family `chat`), and the Runner calling it.
 pub async fn build(office: &str, runtime: Option<String>) -> Stack {
+    build_with(office, runtime, None).await
+}
+
+/// [`build`] with Ward's standing rules from `rules_dir` (`preauth_dir`).
+pub async fn build_with(
+    office: &str,
+    runtime: Option<String>,
+    rules_dir: Option<&std::path::Path>,
+) -> Stack {
     let sim = SimEffect::start().await;
     let credential_file =
         std::env::temp_dir().join(format!("lychd-effect-credential-{}", Uuid::new_v4()));
@@ -71,6 +80,12 @@ pub async fn build(office: &str, runtime: Option<String>) -> Stack {
     let mut builder = Sandbox::builder()
         .office(Office::Runner)
         .config_text(Office::Runner, config);
+    if let Some(dir) = rules_dir {
+        builder = builder.config_text(
+            Office::Ward,
+            format!("[office]\npreauth_dir = {:?}\n", dir.display().to_string()),
+        );
+    }
     if let Some(endpoint) = &runtime {
         builder = builder
             .office(Office::Dispatcher)

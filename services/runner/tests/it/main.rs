@@ -6,6 +6,7 @@ mod budgets;
 mod checkpoints;
 mod common;
 mod effect_faults;
+mod effect_rules;
 mod effect_secrets;
 mod effects;
 mod fence;
