@@ -71,7 +71,10 @@ pub fn a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
             crate::devstack::b64(b"pay the invoice")
         ),
     );
-    let run_id = started[0]["run"]["runId"].as_str().expect("run id").to_owned();
+    let run_id = started[0]["run"]["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
     let run = format!(r#"{{"run_id": "{run_id}"}}"#);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

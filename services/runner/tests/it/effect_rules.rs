@@ -34,7 +34,10 @@ async fn a_low_risk_effect_is_preauthorized_by_a_standing_rule() {
         .iter()
         .find(|e| e.kind == "policy_verdict")
         .expect("a policy verdict");
-    assert!(verdict.detail_json.contains("runner-effects"), "{verdict:?}");
+    assert!(
+        verdict.detail_json.contains("runner-effects"),
+        "{verdict:?}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -47,7 +50,10 @@ async fn a_standing_rule_never_approves_a_high_risk_effect() {
     assert_eq!(run.terminal_category, "pathology");
     assert_eq!(s.sim.deliveries(), 0, "nothing delivered on a rule's grant");
     let kinds = s.ledger(id).await;
-    assert!(!kinds.iter().any(|k| k == "approval_consumption"), "{kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| k == "approval_consumption"),
+        "{kinds:?}"
+    );
     let i = s.inspect(id).await;
     assert!(
         i.ledger
