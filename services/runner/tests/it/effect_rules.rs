@@ -5,6 +5,11 @@
 
 use crate::effects::build_with;
 
+/// Ward's `[office]` line naming `dir` as its rules directory.
+fn preauth(dir: &std::path::Path) -> Option<String> {
+    Some(format!("preauth_dir = {:?}", dir.display().to_string()))
+}
+
 fn rules(tool: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("lychd-effect-rules-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("rules dir");
@@ -22,7 +27,7 @@ fn rules(tool: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_low_risk_effect_is_preauthorized_by_a_standing_rule() {
     let dir = rules("runner.effect.http.low");
-    let mut s = build_with("", None, Some(&dir)).await;
+    let mut s = build_with("", None, preauth(&dir)).await;
     let id = s.start("low-1", "low").await;
     let run = s.until(id, "SUCCEEDED").await;
     assert_eq!(run.terminal_category, "success");
@@ -44,7 +49,7 @@ async fn a_low_risk_effect_is_preauthorized_by_a_standing_rule() {
 #[tokio::test]
 async fn a_standing_rule_never_approves_a_high_risk_effect() {
     let dir = rules("runner.effect.http.*");
-    let mut s = build_with("", None, Some(&dir)).await;
+    let mut s = build_with("", None, preauth(&dir)).await;
     let id = s.start("high-by-rule-1", "high").await;
     let run = s.until(id, "NO_PROGRESS").await;
     assert_eq!(run.terminal_category, "pathology");
@@ -63,4 +68,52 @@ async fn a_standing_rule_never_approves_a_high_risk_effect() {
         i.ledger
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An approval nobody gives before Ward's TTL expires (counts as a denial): nothing is
+/// delivered, the step closes nothing, and each repair round asks a new approval.
+#[tokio::test]
+async fn an_expired_approval_is_never_consumed() {
+    let mut s = build_with("", None, Some("consent_ttl_seconds = 1".into())).await;
+    let id = s.start("expire-1", "high").await;
+    s.until(id, "WAIT_APPROVAL").await;
+    let first = s.consent(id).await;
+    let client = s.client.clone();
+    let old = first.consent_id.clone();
+    crate::common::eventually("a new approval is asked after the first expired", || {
+        let mut c = client.clone();
+        let old = old.clone();
+        async move {
+            c.inspect_effect(lychd_proto::runner::v1::InspectEffectRequest {
+                run_id: id.to_string(),
+            })
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                !r.consent_id.is_empty() && r.consent_id != old
+            })
+            .unwrap_or(false)
+        }
+    })
+    .await;
+    let expired = s
+        .ward
+        .get_consent(lychd_proto::ward::v1::GetConsentRequest {
+            consent_id: first.consent_id,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .consent
+        .expect("consent");
+    assert_eq!(
+        expired.state,
+        lychd_proto::ward::v1::ConsentState::Expired as i32
+    );
+    assert!(expired.consumed_at.is_none());
+    assert_eq!(
+        s.sim.deliveries(),
+        0,
+        "nothing delivered without an approval"
+    );
 }

@@ -49,12 +49,8 @@ pub async fn build(office: &str, runtime: Option<String>) -> Stack {
     build_with(office, runtime, None).await
 }
 
-/// [`build`] with Ward's standing rules from `rules_dir` (`preauth_dir`).
-pub async fn build_with(
-    office: &str,
-    runtime: Option<String>,
-    rules_dir: Option<&std::path::Path>,
-) -> Stack {
+/// [`build`] with `ward` (TOML lines) as Ward's `[office]` section (standing rules, TTLs).
+pub async fn build_with(office: &str, runtime: Option<String>, ward: Option<String>) -> Stack {
     let sim = SimEffect::start().await;
     let credential_file =
         std::env::temp_dir().join(format!("lychd-effect-credential-{}", Uuid::new_v4()));
@@ -80,11 +76,8 @@ pub async fn build_with(
     let mut builder = Sandbox::builder()
         .office(Office::Runner)
         .config_text(Office::Runner, config);
-    if let Some(dir) = rules_dir {
-        builder = builder.config_text(
-            Office::Ward,
-            format!("[office]\npreauth_dir = {:?}\n", dir.display().to_string()),
-        );
+    if let Some(ward) = ward {
+        builder = builder.config_text(Office::Ward, format!("[office]\n{ward}\n"));
     }
     if let Some(endpoint) = &runtime {
         builder = builder
