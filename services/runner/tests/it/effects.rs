@@ -477,3 +477,20 @@ async fn an_abandoned_unknown_outcome_ends_the_run_effect_outcome_unknown() {
         ("EFFECT_OUTCOME_UNKNOWN", "unknown_external_outcome")
     );
 }
+
+#[tokio::test]
+async fn a_transient_failure_is_delivered_again_with_the_same_key() {
+    let mut s = stack("").await;
+    s.sim.fault(Fault::Transient);
+    let id = s.approved("transient-1").await;
+    s.until(id, "SUCCEEDED").await;
+    assert_eq!((s.sim.applied(), s.sim.deliveries()), (1, 2));
+    s.no_duplicates();
+    let attempts = s
+        .ledger(id)
+        .await
+        .into_iter()
+        .filter(|k| k == "attempt")
+        .count();
+    assert_eq!(attempts, 2, "each delivery is a ledger attempt");
+}
