@@ -99,6 +99,10 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
     crate::devverify::a_verified_run_succeeds_on_its_owners_promotion_and_a_helmloop_pass_with_grpcurl(
         &endpoints, &tokens,
     );
+    let external = lychd_testkit::simeffect::SimEffect::start().await;
+    crate::deveffect::a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
+        &endpoints, &tokens, &external,
+    );
     orchestrator_closes_drains_and_reopens_with_its_own_credential(&endpoints, state.path());
     operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
         &endpoints["ward"],

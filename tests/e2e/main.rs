@@ -3,6 +3,7 @@
 
 mod architecture;
 mod authority;
+mod deveffect;
 mod devrace;
 mod devstack;
 mod devverify;

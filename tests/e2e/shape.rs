@@ -620,6 +620,18 @@ fn methods_of(meaning: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The constant an `actions!` block declares `action` under (`NAME = "office:verb";`), or "".
+fn const_name(source: &str, action: &str) -> String {
+    let needle = format!("= \"{action}\";");
+    source
+        .lines()
+        .find(|l| l.trim_end().ends_with(&needle))
+        .and_then(|l| l.split('=').next())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "\u{0}".to_owned())
+}
+
 fn snake(method: &str) -> String {
     let mut out = String::new();
     for (i, c) in method.chars().enumerate() {
@@ -692,9 +704,19 @@ fn dev_grants(root: &Path, contracts: &BTreeMap<String, Vec<String>>) -> Vec<Str
                 .filter(|m| methods.iter().any(|x| x == m))
                 .collect();
             let code = source(office);
-            if !named
-                .iter()
-                .any(|m| code.contains(&format!(".{}(", snake(m))))
+            // An office's own action its principal holds for effect-time authority: the office
+            // asks Ward about its own session immediately before its effect (the Runner's
+            // effect permission), which its source does by the action's constant.
+            let own_effect = owner == office
+                && entry.meaning.contains("immediately before")
+                && code.contains(&format!(
+                    "actions::{}",
+                    const_name(&raw_source(office), action)
+                ));
+            if !own_effect
+                && !named
+                    .iter()
+                    .any(|m| code.contains(&format!(".{}(", snake(m))))
             {
                 p.push(format!(
                     "{holder}: holds {action}, but calls none of {named:?} at {owner}"

@@ -55,6 +55,7 @@ fn settings() -> Settings {
         concurrency: 1,
         task_step_ms: 0,
         price_milli_per_1k_tokens: Default::default(),
+        effects: Default::default(),
     }
 }
 

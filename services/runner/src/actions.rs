@@ -13,4 +13,8 @@ lychd_runtime::auth::actions! {
     CANCEL = "runner:cancel";
     /// review a quarantined run: resume it from its recovery point, fail or cancel it (`ReviewQuarantine` on `run:<id>`, any principal's run)
     REVIEW = "runner:review";
+    /// inspect a run's effect and settle an unknown effect outcome (`InspectEffect`, `ResolveUnknownOutcome` on `run:<id>`, any principal's run)
+    RECONCILE = "runner:reconcile";
+    /// the Runner's own effect permission through the HTTP adapter, asked of Ward immediately before every dispatch (on `destination:<host>`); also required of the caller at `StartRun` for each effect step
+    EFFECT_HTTP = "runner:effect_http";
 }

@@ -50,6 +50,35 @@ pub struct RunnerSection {
     /// waits before the verifier is asked again, in ms (50..=3600000).
     #[serde(default = "d_recheck")]
     pub verify_recheck_ms: u64,
+    /// The file holding the effect adapter's credential (sent as `Authorization: Bearer` to
+    /// effect destinations); a reference only — the secret is never in the configuration or
+    /// the environment. Unset: effects are delivered without one.
+    #[serde(default)]
+    pub effect_credential_file: Option<std::path::PathBuf>,
+    /// How long one exchange with an effect destination may take, in ms (100..=60000).
+    #[serde(default = "d_effect_timeout")]
+    pub effect_timeout_ms: u64,
+    /// How often a run waiting in `WAIT_APPROVAL` asks Ward for its verdict, in ms (10..=60000).
+    #[serde(default = "d_approval_poll")]
+    pub approval_poll_ms: u64,
+    /// Delivery attempts of one effect (the first included) while the destination says "not
+    /// applied" (1..=10); then the outcome goes to reconciliation.
+    #[serde(default = "d_effect_attempts")]
+    pub effect_attempts: u32,
+    /// **Test only** (fault injection, documented in `docs/runner.md`): the process exits at
+    /// once (as kill -9 would) at the named points of the effect path. Empty in any deployment.
+    #[serde(default)]
+    pub fault_points: Vec<String>,
+}
+
+fn d_effect_timeout() -> u64 {
+    5_000
+}
+fn d_approval_poll() -> u64 {
+    500
+}
+fn d_effect_attempts() -> u32 {
+    3
 }
 
 fn d_drive() -> bool {
@@ -78,7 +107,45 @@ pub struct Settings {
     pub task_step_ms: u64,
     /// Price per 1 000 tokens per family (thousandths of the contract's cost unit).
     pub price_milli_per_1k_tokens: BTreeMap<String, u64>,
+    /// Effects: the adapter's credential, timeouts, approval polling, fault points.
+    pub effects: EffectSettings,
 }
+
+/// The validated effect settings (`[office] effect_*`, `approval_poll_ms`, `fault_points`).
+#[derive(Debug, Clone)]
+pub struct EffectSettings {
+    /// The effect adapter's credential (read once from its file).
+    pub credential: Option<secrecy::SecretString>,
+    pub timeout_ms: u64,
+    pub approval_poll_ms: u64,
+    pub attempts: u32,
+    /// Test only: where the process aborts (see [`FAULT_POINTS`]).
+    pub fault_points: Vec<String>,
+}
+
+impl Default for EffectSettings {
+    fn default() -> Self {
+        EffectSettings {
+            credential: None,
+            timeout_ms: d_effect_timeout(),
+            approval_poll_ms: d_approval_poll(),
+            attempts: d_effect_attempts(),
+            fault_points: Vec::new(),
+        }
+    }
+}
+
+/// The fault-injection points of the effect path (`[office] fault_points`, test only).
+/// `after_consume`: Ward's approval consumed, `approval_consumed` not committed;
+/// `before_intent`: in `COMMIT_INTENT`, the intent not committed; `after_intent`: the intent
+/// and outbox row committed, nothing sent; `after_response`: the destination answered, the
+/// answer not committed.
+pub const FAULT_POINTS: [&str; 4] = [
+    "after_consume",
+    "before_intent",
+    "after_intent",
+    "after_response",
+];
 
 impl Settings {
     /// The price per 1 000 tokens of a model step of `family` (0: free).
@@ -120,7 +187,47 @@ pub fn load(cfg: &OfficeConfig) -> Result<Settings, ConfigError> {
         }
     }
     recheck(cfg, &s)?;
+    if !(100..=60_000).contains(&s.effect_timeout_ms) {
+        return Err(bad("effect_timeout_ms", "must be between 100 and 60000"));
+    }
+    if !(10..=60_000).contains(&s.approval_poll_ms) {
+        return Err(bad("approval_poll_ms", "must be between 10 and 60000"));
+    }
+    if !(1..=10).contains(&s.effect_attempts) {
+        return Err(bad("effect_attempts", "must be between 1 and 10"));
+    }
+    if s.fault_points
+        .iter()
+        .any(|f| !FAULT_POINTS.contains(&f.as_str()))
+    {
+        return Err(bad(
+            "fault_points",
+            "names a point that is not a fault point",
+        ));
+    }
+    let effect_credential = match &s.effect_credential_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|_| bad("effect_credential_file", "cannot be read"))?;
+            let text = text.trim().to_owned();
+            if text.is_empty() || text.chars().any(|c| c.is_control()) {
+                return Err(bad(
+                    "effect_credential_file",
+                    "must hold one line of printable characters",
+                ));
+            }
+            Some(secrecy::SecretString::from(text))
+        }
+    };
     Ok(Settings {
+        effects: EffectSettings {
+            credential: effect_credential,
+            timeout_ms: s.effect_timeout_ms,
+            approval_poll_ms: s.approval_poll_ms,
+            attempts: s.effect_attempts,
+            fault_points: s.fault_points,
+        },
         drive: s.drive,
         lease_ttl_ms: s.lease_ttl_ms,
         poll_ms: s.poll_ms,

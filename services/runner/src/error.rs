@@ -61,7 +61,7 @@ lychd_runtime::refusal::refusals! {
         RUN_NOT_QUARANTINED = FailedPrecondition => NotQuarantined;
         /// `recovery_checksum` is not the checksum of the run's recovery point (it changed, or another checkpoint was inspected): inspect again; nothing changed
         RECOVERY_CHECKSUM_STALE = FailedPrecondition => RecoveryStale;
-        /// `reconcile` needs a pending effect and the run has none (Runner I records no effects); nothing changed
+        /// `reconcile` needs a pending effect and the run has none; nothing changed
         NO_PENDING_EFFECT = FailedPrecondition => NoPendingEffect;
         /// `resume` needs a checkpoint before the quarantine that verifies and no checkpoint does: decide `fail` or `cancel`; nothing changed
         NO_VERIFIED_CHECKPOINT = FailedPrecondition => NoVerifiedCheckpoint;
@@ -75,6 +75,16 @@ lychd_runtime::refusal::refusals! {
         STATE_MIGRATION_UNKNOWN = FailedPrecondition => MigrationUnknown;
         /// the rollback would not give back exactly the state its forward migration started from; nothing changed
         STATE_ROLLBACK_NOT_EXACT = FailedPrecondition => RollbackNotExact;
+        /// `resolution` is not one of `EFFECT_RESOLUTION_CONFIRMED`, `_NOT_APPLIED`, `_ABANDON`
+        RESOLUTION_INVALID = InvalidArgument;
+        /// `receipt_digest` or `evidence_digest` is not `sha256:` and 64 lowercase hex digits (a receipt digest is required for `CONFIRMED` only)
+        DIGEST_MALFORMED = InvalidArgument;
+        /// the run is not in `HUMAN_RECONCILIATION`: no unknown effect outcome to settle; nothing changed
+        RUN_NOT_RECONCILING = FailedPrecondition => NotReconciling;
+        /// `evidence_digest` is not the digest of the effect's ledger now (it changed since it was inspected): inspect again; nothing changed
+        EVIDENCE_STALE = FailedPrecondition => EvidenceStale;
+        /// the run has no effect (it never planned one); nothing to inspect
+        NO_EFFECT = FailedPrecondition => NoEffect;
     }
     answers {
         /// As many run streams are open as the office serves.

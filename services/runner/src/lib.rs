@@ -7,16 +7,20 @@
 //! transition row with a checksummed checkpoint (`service::runs`, `service::checkpoints`,
 //! `store::runs`); the step loop (`service::driver`: runs claimed under a runner lease, a new
 //! generation per claim, the FSM's edges through the workflow's steps, model steps through a
-//! Dispatcher lease in `model`); issue 28's independent verification (`domain::verification`,
-//! `verifier`: a workflow with `verification` succeeds only on a HelmLoop PASS). See
-//! `docs/runner.md`.
+//! Dispatcher lease in `model`); Runner II's effects (`effect` steps approved through Ward's
+//! consent in `consent`, delivered through an outbox by the HTTP adapter in `adapter`,
+//! reconciled when their outcome is unknown) and its independent verification
+//! (`domain::verification`, `verifier`: a workflow with `verification` succeeds only on a
+//! HelmLoop PASS). See `docs/runner.md`.
 //!
 //! Layers: `grpc` (thin handlers: decode → authorize → call the service → encode), `service`
 //! (the use cases), `store` (SQL on the `runner` schema only), `domain` (pure rules: no
 //! sqlx, tonic or tokio, no clock), `actions` (its Ward actions), `error` (its refusals).
 
 pub mod actions;
+pub mod adapter;
 pub mod config;
+pub mod consent;
 pub mod domain;
 pub mod error;
 pub mod grpc;

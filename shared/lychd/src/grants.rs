@@ -51,6 +51,10 @@ pub const OPERATOR_GRANTS: &[(&str, &str)] = &[
     ("runner:cancel", "run:*"),
     // Recovery review of a quarantined run (any principal's): resume, fail or cancel it.
     ("runner:review", "run:*"),
+    // Inspect a run's effect and settle an unknown outcome (any principal's run).
+    ("runner:reconcile", "run:*"),
+    // Start runs whose effect steps deliver through the HTTP adapter, to any destination.
+    ("runner:effect_http", "destination:*"),
 ];
 
 /// HelmLoop's owner-record actions: only Ward's own service principal holds them (Ward issues
@@ -76,7 +80,11 @@ pub const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
 /// releases the lease after the call (Ward is asked again, for this principal, on every lease);
 /// a verified run's candidate observations are appended to HelmLoop, its owner records read
 /// back and its records reduced, and its owner records and promotion *proposed* to Ward (the
-/// owner approves them; no owner-record append action, no verdict).
+/// owner approves them; no owner-record append action, no verdict); an effect is proposed to
+/// Ward's consent and its approval consumed as the effect's owner (`effect:runner`), and
+/// delivered through the HTTP adapter only while Ward allows the Runner `runner:effect_http`
+/// on the destination (asked immediately before every dispatch; the operator narrows
+/// `destination:*` to the hosts effects may reach).
 pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
@@ -84,4 +92,7 @@ pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("helmloop:read", "subject:*"),
     ("helmloop:reduce", "subject:*"),
     ("ward:propose", "effect:helmloop"),
+    ("ward:propose", "effect:runner"),
+    ("ward:consume", "effect:runner"),
+    ("runner:effect_http", "destination:*"),
 ];

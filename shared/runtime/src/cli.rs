@@ -321,10 +321,15 @@ async fn authorization(
         })
         .transpose()?;
     // This office's own sessions are presented to Ward and to the peers it calls, and nowhere
-    // else.
-    let audiences: Vec<String> = std::iter::once(Office::Ward.name().to_owned())
+    // else — and to the office itself: an office that executes an effect asks Ward whether its
+    // own principal may, immediately before it (the Runner's effect permission), which Ward
+    // answers only for a session that names the asking office.
+    let mut audiences: Vec<String> = std::iter::once(Office::Ward.name().to_owned())
         .chain(config.peers.keys().cloned())
         .collect();
+    if !audiences.iter().any(|a| a == spec.office.name()) {
+        audiences.push(spec.office.name().to_owned());
+    }
     if let Some(local) = spec.local_verifier {
         // Ward: decisions from its own tables. With a credential it presents a session to the
         // offices it calls, exchanged with itself once serving (at `peers.ward` if given, else

@@ -15,6 +15,7 @@
 //! the Orchestrator's `simulated` actuator drives; [`SimHostProcess`] (module `process`) runs it
 //! as its own process (`lychd-simhost`) and drives it through that API.
 
+pub mod effect;
 pub mod host;
 pub mod process;
 
@@ -113,6 +114,7 @@ pub struct SimLlama {
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
     chats: Arc<AtomicU64>,
+    received: Arc<Mutex<Vec<String>>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -143,6 +145,7 @@ impl SimLlama {
         let requests = Arc::new(AtomicU64::new(0));
         let connections = Arc::new(AtomicU64::new(0));
         let chats = Arc::new(AtomicU64::new(0));
+        let received = Arc::new(Mutex::new(Vec::new()));
         let task = tokio::spawn(accept(
             listener,
             state.clone(),
@@ -150,6 +153,7 @@ impl SimLlama {
                 requests: requests.clone(),
                 connections: connections.clone(),
                 chats: chats.clone(),
+                received: received.clone(),
             },
         ));
         SimLlama {
@@ -158,6 +162,7 @@ impl SimLlama {
             requests,
             connections,
             chats,
+            received,
             task: Some(task),
         }
     }
@@ -207,6 +212,15 @@ impl SimLlama {
         self.with(|s| s.redirect = on);
     }
 
+    /// Every chat request received so far: its headers and body, as text (what a model step
+    /// was given).
+    pub fn received(&self) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Requests answered so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
@@ -244,6 +258,8 @@ struct Counters {
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
     chats: Arc<AtomicU64>,
+    /// Every chat request received: its headers and body, as text.
+    received: Arc<Mutex<Vec<String>>>,
 }
 
 async fn accept(listener: TcpListener, state: Arc<Mutex<State>>, counters: Counters) {
@@ -299,7 +315,7 @@ async fn answer(
     }
     match req.uri().path() {
         "/v1/chat/completions" | "/chat/completions" if req.method() == hyper::Method::POST => {
-            let answer = chat(req, &s).await;
+            let answer = chat(req, &s, &counters.received).await;
             if answer.status() == StatusCode::OK {
                 counters.chats.fetch_add(1, Ordering::SeqCst);
             }
@@ -358,7 +374,12 @@ const MAX_CHAT_BYTES: usize = 1024 * 1024;
 
 /// `POST /v1/chat/completions`: a served model (healthy, listed, and loaded in router mode)
 /// answers [`chat_answer`]; another model is 404, a runtime not ready 503, a bad body 400.
-async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
+async fn chat(
+    req: Request<Incoming>,
+    s: &State,
+    received: &Mutex<Vec<String>>,
+) -> Response<Full<Bytes>> {
+    let headers = format!("{:?}", req.headers());
     use http_body_util::BodyExt;
     let error = |code: u16, message: &str| {
         json(
@@ -376,6 +397,10 @@ async fn chat(req: Request<Incoming>, s: &State) -> Response<Full<Bytes>> {
         Ok(b) => b.to_bytes(),
         Err(_) => return error(413, "request too large"),
     };
+    received
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(format!("{headers}\n{}", String::from_utf8_lossy(&body)));
     let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return error(400, "body is not JSON");
     };

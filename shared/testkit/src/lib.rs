@@ -33,6 +33,9 @@ mod process;
 pub mod refusal;
 /// The simulated llama.cpp runtime (its own crate, so `lychd dev` uses it too).
 pub use lychd_simllama as simllama;
+/// The simulated external system of the Runner's effects (programmable faults, counts applied
+/// effects per idempotency key and per action).
+pub use lychd_simllama::effect as simeffect;
 mod spawn;
 
 pub use pg::{

@@ -6,7 +6,7 @@
 //! The step loop fills `results` (each step's result digest), `retries` (the attempt in
 //! flight and the generation that entered it), `r_frontier` (the cursor of the next step) and
 //! `budgets_used`; a resume rebuilds the run's progress from them ([`progress_of`]). The effect
-//! ledger, approvals, F/L state and evaluator state stay empty until Runner II.
+//! effect in flight fills `pending_effects` and `approvals` (Runner II); F/L state stays empty.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -82,7 +82,10 @@ impl Snapshot<'_> {
             "generation": self.generation,
             "accepted_event_cursor": self.version,
             "state": self.state,
-            "pending_effects": [],
+            // The effect in flight (its approval, intent key and outcome) and the run's effect
+            // sequence: the pending-effect ledger the checksum covers.
+            "pending_effects": p.effect.iter().collect::<Vec<_>>(),
+            "effect_sequence": p.effects,
             "pending_interrupts": interrupts,
             "budgets": budgets,
             "retries": {
@@ -98,7 +101,10 @@ impl Snapshot<'_> {
                 "suspended_ms": p.used.suspended_ms,
             },
             "handoff": p.handoff,
-            "approvals": [],
+            "approvals": p.effect.iter().filter(|e| !e.consent_id.is_empty()).map(|e| json!({
+                "consent_id": e.consent_id, "binding_digest": e.binding_digest,
+                "proposal": e.proposal,
+            })).collect::<Vec<_>>(),
             "f_state": {},
             "l_supports": [],
             "r_frontier": {"cursor": p.cursor, "plan": p.plan},
@@ -193,6 +199,9 @@ pub fn progress_of(body: &[u8]) -> Option<Progress> {
             None | Some(Value::Null) => None,
             Some(x) => Some(serde_json::from_value(x.clone()).ok()?),
         },
+        // Absent in a checkpoint written before Runner II's effects: none.
+        effects: u32::try_from(count(v.get("effect_sequence"))?).ok()?,
+        effect: listed(v.get("pending_effects"))?.into_iter().next(),
     })
 }
 
@@ -217,6 +226,8 @@ mod tests {
         plan: Vec::new(),
         rounds: Vec::new(),
         verification: None,
+        effects: 0,
+        effect: None,
     };
 
     fn snapshot(state: &str) -> Snapshot<'_> {

@@ -22,7 +22,7 @@ pub use check::Broken;
 pub const FSM_JSON: &[u8] = include_bytes!("../../../../schemas/runner/run-fsm.v1.json");
 
 /// The recorded sha256 of [`FSM_JSON`] (also in `docs/runner.md`); a test keeps them equal.
-pub const FSM_SHA256: &str = "ea2dc6f120a3f1df44eff1e54467222694225422f480bd19b0d4ccb503114715";
+pub const FSM_SHA256: &str = "4c104901f30d6165201d4ed4ec02524aafc3acaf8a3e5dfc1cc4ead6d621e55e";
 
 /// The digest loop-contract v1 binds (`control_fsm_binding.file_sha256`): of an artifact that
 /// is not published, so no file here can match it.

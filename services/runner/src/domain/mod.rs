@@ -3,10 +3,12 @@
 //! run follows), `budgets` (never above the contract's), `run` (a start request's identity),
 //! `progress` (a run's progress and the step loop's rules), `recovery` (recovery review of a
 //! quarantined run), `migration` (state-schema migrations), `trace` (the contract's trace
-//! fields of a transition).
+//! fields of a transition), `effect` (external effects: the step, action digest, idempotency
+//! key, ledger kinds, the pending effect).
 
 pub mod budgets;
 pub mod checkpoint;
+pub mod effect;
 pub mod fsm;
 pub mod migration;
 pub mod progress;

@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::budgets::Budgets;
+use super::effect::Pending;
 use super::workflow::{MODEL_ANSWER, StepKind, TASK_RESULT, Workflow};
 
 /// Index of each budget in [`Budgets`] (the order of the contract's `budgets`).
@@ -118,6 +119,17 @@ pub struct Progress {
     /// obligation closed, a workflow with `verification`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<super::verdict::Verification>,
+    /// How many effects the run has planned (the last one's `effect_sequence`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub effects: u32,
+    /// The effect in flight, from `PLAN_EFFECTS` until its outcome is ingested (the contract's
+    /// pending effect and approval, carried by every checkpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<Pending>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Progress {
@@ -216,7 +228,11 @@ pub enum Next {
     Probe { index: usize },
     /// Ask the independent verifier (HelmLoop) about the run's records and commit its verdict.
     Verify,
-    /// Nothing the runner may do: a state it does not drive (terminal, quarantined, effects).
+    /// The run is on its effect's path (`PLAN_EFFECTS` to `HONOR_PENDING_INTERRUPT`): the
+    /// driver's effect rules decide (they ask Ward or the adapter first).
+    Effect,
+    /// Nothing the runner may do: a state it does not drive (terminal, quarantined, waiting for
+    /// a human's reconciliation).
     Idle,
 }
 
@@ -231,11 +247,15 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
         "PLAN" | "INGEST" => match p.step_index(w) {
             Some(_) if state == "INGEST" => commit("ingested", p.clone()),
             Some(index) => {
-                let task = matches!(w.steps[index].kind, StepKind::Task);
+                // A task step and an effect step are each one tool call.
+                let task = !matches!(w.steps[index].kind, StepKind::Model { .. });
                 if p.used.steps >= budgets.0[STEPS]
                     || (task && p.used.tool_calls >= budgets.0[TOOL_CALLS])
                 {
                     return commit("budget_exhausted", p.clone());
+                }
+                if let Some(q) = effects::planned(w, p, index) {
+                    return commit("plan_effects", q);
                 }
                 let mut q = p.clone();
                 q.attempt = 1;
@@ -279,6 +299,8 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
             let (event, q) = verify_open(w, p);
             commit(event, q)
         }
+        // The effect path: the driver asks Ward and the adapter (`service/driver/effects.rs`).
+        s if effects::DRIVEN.contains(&s) => Next::Effect,
         _ => Next::Idle,
     }
 }
@@ -442,11 +464,12 @@ pub fn task_digest(run_id: &str, step: &str, input_sha256: &str) -> String {
 pub fn model_of(w: &Workflow, index: usize) -> Option<(&str, Option<&str>)> {
     match &w.steps.get(index)?.kind {
         StepKind::Model { family, model } => Some((family, model.as_deref())),
-        StepKind::Task => None,
+        StepKind::Task | StepKind::Effect(_) => None,
     }
 }
 
 mod boundary;
+pub mod effects;
 pub use boundary::{soft_boundary, tree_boundary};
 pub mod rounds;
 pub use rounds::{Round, fingerprint, repair_plan, verify_open};

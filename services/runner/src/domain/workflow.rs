@@ -7,13 +7,16 @@
 //!  "steps": [{"id": "draft", "kind": "model", "family": "chat", "closes": ["summary"]}]}
 //! ```
 //!
-//! Step kinds today: `model` (a model step; `family` names the capability family) and `task`.
-//! Effect steps are refused until the runner executes effects (Runner II). Obligations are
+//! Step kinds: `model` (a model step; `family` names the capability family), `task`, and
+//! `effect` (an external effect through an adapter, `domain::effect`). Obligations are
 //! what a run must close before it may be verified; each names the evidence it requires.
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
+
+pub use super::effect::EFFECT_RECEIPT;
+use super::effect::{self, EffectSpec};
 
 pub const SCHEMA: &str = "lychd.runner.workflow/v1";
 /// Most bytes a document may have.
@@ -29,7 +32,8 @@ const MAX_OBLIGATIONS: usize = 64;
 ///
 /// A step closes an obligation it names in `closes` only when its result provides every
 /// evidence the obligation requires (an obligation requiring none is closed by any result).
-pub const EVIDENCE: [&str; 2] = [MODEL_ANSWER, TASK_RESULT];
+/// - `effect_receipt`: an `effect` step's confirmed external outcome (its receipt digest).
+pub const EVIDENCE: [&str; 3] = [MODEL_ANSWER, TASK_RESULT, EFFECT_RECEIPT];
 pub const MODEL_ANSWER: &str = "model_answer";
 pub const TASK_RESULT: &str = "task_result";
 
@@ -61,6 +65,8 @@ pub enum StepKind {
         model: Option<String>,
     },
     Task,
+    /// An external effect through an adapter (Runner II): its action, destination and risk.
+    Effect(Box<EffectSpec>),
 }
 
 impl StepKind {
@@ -69,6 +75,7 @@ impl StepKind {
         match self {
             StepKind::Model { .. } => evidence == MODEL_ANSWER,
             StepKind::Task => evidence == TASK_RESULT,
+            StepKind::Effect(_) => evidence == EFFECT_RECEIPT,
         }
     }
 }
@@ -237,7 +244,7 @@ impl Workflow {
             {
                 return bad(
                     format!("{path}/evidence/{j}"),
-                    "must be an evidence kind (model_answer, task_result)",
+                    "must be an evidence kind (model_answer, task_result, effect_receipt)",
                 );
             }
             obligations.push(Obligation { id, evidence });
@@ -249,7 +256,28 @@ impl Workflow {
         }
         for (i, sv) in items.iter().enumerate() {
             let path = format!("/steps/{i}");
-            let so = object(sv, &path, &["id", "kind", "family", "model", "closes"])?;
+            let so = object(
+                sv,
+                &path,
+                &[
+                    "id",
+                    "kind",
+                    "family",
+                    "model",
+                    "closes",
+                    "adapter",
+                    "destination",
+                    "action",
+                    "risk",
+                ],
+            )?;
+            if so.get("kind").and_then(Value::as_str) != Some("effect")
+                && let Some(k) = ["adapter", "destination", "action", "risk"]
+                    .into_iter()
+                    .find(|k| so.contains_key(*k))
+            {
+                return bad(format!("{path}/{k}"), "is only for effect steps");
+            }
             let id = slug_at(so, &path, "id")?.to_owned();
             if steps.iter().any(|x: &Step| x.id == id) {
                 return bad(format!("{path}/id"), "is declared twice");
@@ -282,10 +310,28 @@ impl Workflow {
                     return bad(format!("{path}/model"), "is only for model steps");
                 }
                 "task" => StepKind::Task,
-                "effect" => {
-                    return bad(format!("{path}/kind"), "effect steps are not supported yet");
+                "effect" if so.contains_key("family") || so.contains_key("model") => {
+                    let k = if so.contains_key("family") {
+                        "family"
+                    } else {
+                        "model"
+                    };
+                    return bad(format!("{path}/{k}"), "is only for model steps");
                 }
-                _ => return bad(format!("{path}/kind"), "must be model or task"),
+                "effect" => {
+                    let spec = effect::spec(
+                        so.get("adapter"),
+                        so.get("destination"),
+                        so.get("action"),
+                        so.get("risk"),
+                    )
+                    .map_err(|(field, problem)| Invalid {
+                        path: format!("{path}/{field}"),
+                        problem,
+                    })?;
+                    StepKind::Effect(Box::new(spec))
+                }
+                _ => return bad(format!("{path}/kind"), "must be model, task or effect"),
             };
             let closes = slugs(so, &path, "closes")?;
             if let Some(j) = closes
@@ -336,98 +382,4 @@ impl Workflow {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
-        "obligations":[{"id":"summary","evidence":["model_answer"]}],
-        "steps":[{"id":"draft","kind":"model","family":"chat","closes":["summary"]},
-                 {"id":"check","kind":"task"}]}"#;
-
-    fn path_of(doc: &str) -> String {
-        Workflow::parse(doc.as_bytes()).expect_err(doc).path
-    }
-
-    #[test]
-    fn a_valid_document_parses() {
-        let w = Workflow::parse(GOOD.as_bytes()).expect("valid");
-        assert_eq!((w.name.as_str(), w.steps.len()), ("summarize", 2));
-        assert_eq!(
-            w.steps[0].kind,
-            StepKind::Model {
-                family: "chat".into(),
-                model: None,
-            }
-        );
-        let named = GOOD.replace(
-            "\"family\":\"chat\"",
-            "\"family\":\"chat\",\"model\":\"qwen3-0.6b\"",
-        );
-        let w = Workflow::parse(named.as_bytes()).expect("valid");
-        assert_eq!(
-            w.steps[0].kind,
-            StepKind::Model {
-                family: "chat".into(),
-                model: Some("qwen3-0.6b".into()),
-            }
-        );
-    }
-
-    #[test]
-    fn errors_name_the_path() {
-        for (from, to, path) in [
-            ("\"summarize\"", "\"Sum Up\"", "/name"),
-            ("\"0.1.0\"", "\"1\"", "/version"),
-            (
-                "\"family\":\"chat\"",
-                "\"family\":\"poetry\"",
-                "/steps/0/family",
-            ),
-            ("\"kind\":\"task\"", "\"kind\":\"effect\"", "/steps/1/kind"),
-            (
-                "\"family\":\"chat\"",
-                "\"family\":\"chat\",\"model\":\"has space\"",
-                "/steps/0/model",
-            ),
-            (
-                "\"kind\":\"task\"",
-                "\"kind\":\"task\",\"model\":\"m\"",
-                "/steps/1/model",
-            ),
-            (
-                "\"closes\":[\"summary\"]",
-                "\"closes\":[\"nothing\"]",
-                "/steps/0/closes/0",
-            ),
-            (
-                "\"closes\":[\"summary\"]",
-                "\"closes\":[]",
-                "/obligations/0",
-            ),
-            ("\"id\":\"check\"", "\"id\":\"draft\"", "/steps/1/id"),
-            ("\"evidence\"", "\"proof\"", "/obligations/0"),
-            ("lychd.runner.workflow/v1", "other/v1", "/schema"),
-            (
-                "\"evidence\":[\"model_answer\"]",
-                "\"evidence\":[\"vibes\"]",
-                "/obligations/0/evidence/0",
-            ),
-            (
-                "\"evidence\":[\"model_answer\"]",
-                "\"evidence\":[\"task_result\"]",
-                "/obligations/0/evidence",
-            ),
-        ] {
-            assert_eq!(path_of(&GOOD.replace(from, to)), path, "{to}");
-        }
-        assert_eq!(path_of(""), "");
-        assert_eq!(path_of("[1]"), "");
-        assert_eq!(path_of("{"), "");
-        assert_eq!(
-            path_of(
-                r#"{"schema":"lychd.runner.workflow/v1","name":"a","version":"0.1.0","obligations":[],"steps":[]}"#
-            ),
-            "/steps"
-        );
-    }
-}
+mod tests;

@@ -120,7 +120,7 @@ pub fn run_id(field: &str, s: &str) -> Result<Uuid, RunnerError> {
     }
 }
 
-fn timestamp(t: OffsetDateTime) -> prost_types::Timestamp {
+pub(super) fn timestamp(t: OffsetDateTime) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: t.unix_timestamp(),
         nanos: i32::try_from(t.nanosecond()).unwrap_or(0),

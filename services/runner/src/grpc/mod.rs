@@ -4,6 +4,7 @@
 //! SQL here; proto ↔ typed conversions are in `grpc/convert.rs`.
 
 mod convert;
+mod effects;
 mod watch;
 
 use std::sync::Arc;
@@ -152,6 +153,13 @@ impl Runner for RunnerService {
             .decoded(&asking, convert::start(body).map_err(err))
             .await?;
         let principal = self.ctx.authorize(&asking, actions::START, "run:*").await?;
+        // An effect step is a distinct adapter permission: the caller must hold it on each
+        // destination (the Runner asks again, for its own principal, before every dispatch).
+        for object in effects::destinations(&cmd.workflow) {
+            self.ctx
+                .authorize(&asking, actions::EFFECT_HTTP, &object)
+                .await?;
+        }
         let (run, replayed) = self.service.start(&principal.id, &cmd).await.map_err(err)?;
         Ok(Response::new(pb::StartRunResponse {
             run: Some(convert::run(&run)),
@@ -317,6 +325,46 @@ impl Runner for RunnerService {
         }))
     }
 
+    async fn inspect_effect(
+        &self,
+        request: Request<pb::InspectEffectRequest>,
+    ) -> Result<Response<pb::InspectEffectResponse>, Status> {
+        let id = self
+            .ctx
+            .authorizer
+            .decoded(
+                &request,
+                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
+            )
+            .await?;
+        self.ctx
+            .authorize(&request, actions::RECONCILE, &format!("run:{id}"))
+            .await?;
+        let inspected = self.service.inspect_effect(id).await.map_err(err)?;
+        Ok(Response::new(effects::inspected(&inspected)))
+    }
+
+    async fn resolve_unknown_outcome(
+        &self,
+        request: Request<pb::ResolveUnknownOutcomeRequest>,
+    ) -> Result<Response<pb::ResolveUnknownOutcomeResponse>, Status> {
+        let (id, resolution, evidence) = self
+            .ctx
+            .authorizer
+            .decoded(&request, effects::resolve(request.get_ref()).map_err(err))
+            .await?;
+        let principal = self
+            .ctx
+            .authorize(&request, actions::RECONCILE, &format!("run:{id}"))
+            .await?;
+        let run = self
+            .service
+            .resolve(&principal.id, id, &resolution, &evidence)
+            .await
+            .map_err(err)?;
+        Ok(Response::new(effects::resolved(&run)))
+    }
+
     async fn list_provenance(
         &self,
         request: Request<pb::ListProvenanceRequest>,
@@ -348,8 +396,12 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             let models = crate::model::Models::new(&ctx)?;
             let verifier = crate::verifier::Verifier::new(&ctx)?
                 .recheck_ms(crate::config::verify_recheck_ms(&ctx.config)?);
-            let driver =
-                Arc::new(Driver::new(service.clone(), models, settings).with_verifier(verifier));
+            let consents = crate::consent::Consents::new(&ctx)?;
+            let driver = Arc::new(
+                Driver::new(service.clone(), models, settings)
+                    .with_verifier(verifier)
+                    .with_consents(consents),
+            );
             // The loop ends with the process; a lease it held expires and another runner
             // resumes the run from its last checkpoint.
             tokio::spawn(driver.run());

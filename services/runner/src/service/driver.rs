@@ -15,7 +15,9 @@ use uuid::Uuid;
 use super::Service;
 use super::checkpoints::{MISMATCH_EVENT, RUNNER_ACTOR};
 use super::runs::{RunRow, progress_of_row};
+use crate::adapter::HttpAdapter;
 use crate::config::Settings;
+use crate::consent::Consents;
 use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::migration::version_of;
@@ -37,6 +39,10 @@ pub const VERIFIER_STAND_IN: &str = "runner-obligation-check";
 pub struct Driver {
     service: Arc<Service>,
     models: Models,
+    /// Ward's consent and the effect permission (effects wait without it).
+    consents: Consents,
+    /// The effect adapter (it alone holds the effect credential).
+    adapter: HttpAdapter,
     settings: Settings,
     /// The independent verifier's peers (HelmLoop and Ward; none by default).
     verifier: crate::verifier::Verifier,
@@ -58,9 +64,15 @@ pub enum Stopped {
 impl Driver {
     pub fn new(service: Arc<Service>, models: Models, settings: Settings) -> Driver {
         let holder = format!("runner-{}-{}", std::process::id(), Uuid::new_v4().simple());
+        let adapter = HttpAdapter::new(
+            settings.effects.credential.clone(),
+            Duration::from_millis(settings.effects.timeout_ms),
+        );
         Driver {
             service,
             models,
+            consents: Consents::none(),
+            adapter,
             settings,
             verifier: crate::verifier::Verifier::none(),
             holder,
@@ -70,6 +82,12 @@ impl Driver {
     /// This driver asking `verifier` at `VERIFY` (workflows with `verification`).
     pub fn with_verifier(mut self, verifier: crate::verifier::Verifier) -> Driver {
         self.verifier = verifier;
+        self
+    }
+
+    /// This driver asking Ward's consent (and the effect permission) through `consents`.
+    pub fn with_consents(mut self, consents: Consents) -> Driver {
+        self.consents = consents;
         self
     }
 
@@ -225,6 +243,23 @@ impl Driver {
                         Verified::Commit(event, q, None) => (event, *q, Then::Go),
                         Verified::Commit(event, q, Some(ms)) => (event, *q, Then::Wait(cap(ms))),
                         Verified::Wait(ms) => return Ok(Stopped::Waiting(cap(ms))),
+                    },
+                    Next::Effect => match self.effect_step(&workflow, &run, &p, open_wait).await? {
+                        Effected::Committed(Some(after)) => {
+                            known_until = None;
+                            run = *after;
+                            continue;
+                        }
+                        Effected::Committed(None) => {
+                            match runs::get(&s.pool, run.id, None).await? {
+                                Some(now) if now.generation == run.generation => {
+                                    run = now;
+                                    continue;
+                                }
+                                _ => return Ok(Stopped::Fenced),
+                            }
+                        }
+                        Effected::Wait(ms) => return Ok(Stopped::Waiting(cap(ms))),
                     },
                     Next::Commit { event, progress } => (event, *progress, Then::Go),
                     Next::Probe { index } => match self.lease(&run, &workflow, index, &p).await {
@@ -439,7 +474,9 @@ enum Then {
 
 mod clocks;
 mod commit;
+mod effects;
 mod verify;
 use clocks::{AbortOnDrop, WAITING, fresh_seed, gate, gate_root, ms_between, time_left_ms};
+use effects::Effected;
 pub use verify::HELMLOOP_VERIFIER;
 use verify::Verified;

@@ -1,11 +1,13 @@
 //! The Runner office's use cases, one module per capability: each calls `store` and
 //! `domain`, owns its transactions, and knows nothing of protobuf or tonic. `runs`: start,
 //! read, list, cancel and the transitions of runs; `checkpoints`: inspection and quarantine;
-//! `recovery`: the recovery review; `migrations`: state-schema migrations; `driver`: the step
+//! `recovery`: the recovery review; `effects`: an effect's inspection and the operator's
+//! resolution of an unknown outcome; `migrations`: state-schema migrations; `driver`: the step
 //! loop; `watch`: the feed.
 
 pub mod checkpoints;
 pub mod driver;
+pub mod effects;
 pub mod migrations;
 pub mod recovery;
 pub mod runs;

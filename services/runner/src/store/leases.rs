@@ -10,8 +10,10 @@ use super::runs::{RUN, RunRow, run};
 use crate::domain::run::STATE_SCHEMA_VERSION;
 
 /// The states the step loop drives (a run elsewhere waits for someone else, or has ended).
-pub const DRIVABLE: &str =
-    "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY', 'WAIT_VERIFICATION')";
+/// The effect path's states are driven too (`HUMAN_RECONCILIATION` waits for an operator).
+pub const DRIVABLE: &str = "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY', \
+     'WAIT_VERIFICATION', 'PLAN_EFFECTS', 'WAIT_APPROVAL', 'COMMIT_INTENT', 'EXECUTE', \
+     'RECONCILE', 'HONOR_PENDING_INTERRUPT')";
 
 /// Claim one drivable run whose lease is free or expired (oldest first, skipping rows another
 /// claimer has locked): `holder` takes its lease until `ttl_ms` from now, under a new

@@ -3,8 +3,11 @@
 //! guarded update and its transition row follow, in one read-committed transaction); `leases`
 //! (the runner lease: a claim is one `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`);
 //! `recovery` (reviews and state-schema migrations: the run row locked first, as `runs`);
-//! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source).
+//! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source); `effects`
+//! (an effect's intent, outbox and append-only ledger: written in the transaction of the fenced
+//! commit they belong to; the outbox claim is fenced on the run's lease generation).
 
+pub mod effects;
 pub mod feed;
 pub mod leases;
 pub mod provenance;

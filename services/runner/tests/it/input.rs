@@ -116,8 +116,13 @@ async fn a_bad_workflow_is_refused_naming_the_json_path() {
             WORKFLOW.replace("\"chat\"", "\"poetry\""),
             "at /steps/0/family",
         ),
+        // An effect step (Runner II) takes no capability family.
         (
             WORKFLOW.replace("\"model\"", "\"effect\""),
+            "at /steps/0/family: is only for model steps",
+        ),
+        (
+            WORKFLOW.replace("\"model\"", "\"mail\""),
             "at /steps/0/kind",
         ),
         (WORKFLOW.replace("\"summarize\"", "\"Sum Up\""), "at /name"),

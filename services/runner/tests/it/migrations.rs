@@ -51,6 +51,7 @@ fn driver(service: std::sync::Arc<Service>) -> Driver {
             concurrency: 1,
             task_step_ms: 0,
             price_milli_per_1k_tokens: Default::default(),
+            effects: Default::default(),
         },
     )
 }

@@ -29,6 +29,7 @@ fn driver(s: &Stack, task_step_ms: u64) -> Driver {
             concurrency: 1,
             task_step_ms,
             price_milli_per_1k_tokens: Default::default(),
+            effects: Default::default(),
         },
     )
 }

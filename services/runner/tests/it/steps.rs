@@ -34,6 +34,7 @@ pub fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
             concurrency: 1,
             task_step_ms,
             price_milli_per_1k_tokens: Default::default(),
+            effects: Default::default(),
         },
     )
 }
@@ -488,6 +489,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
             concurrency: 1,
             task_step_ms: 0,
             price_milli_per_1k_tokens: Default::default(),
+            effects: Default::default(),
         },
     );
     drive_once(&s, &d).await;

@@ -124,6 +124,7 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
             concurrency: 1,
             task_step_ms: 0,
             price_milli_per_1k_tokens: Default::default(),
+            effects: Default::default(),
         },
     );
     let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)

@@ -94,7 +94,8 @@ fn operator_grants() -> Vec<Grant> {
 
 /// An office's service principal describes its peers; the Orchestrator also observes animators
 /// and closes and reopens admission; Ward also appends HelmLoop owner records and reads HelmLoop
-/// records; the Runner also leases (and releases) capabilities for model steps.
+/// records; the Runner also leases (and releases) capabilities for model steps, proposes and
+/// consumes its effects' approvals and holds its effect permission.
 fn service_grants(office: Office) -> Vec<Grant> {
     let own: &'static [(&str, &str)] = match office {
         Office::Orchestrator => ORCHESTRATOR_GRANTS,

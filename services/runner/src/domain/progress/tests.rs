@@ -23,7 +23,7 @@ fn drive(w: &Workflow, b: &Budgets, g: i64) -> Vec<&'static str> {
                 let step = &w.steps[index].id;
                 after_result(b, &p, step, Outcome::task(task_digest("r", step, "i")))
             }
-            Next::Idle | Next::Probe { .. } | Next::Verify => return events,
+            Next::Idle | Next::Probe { .. } | Next::Verify | Next::Effect => return events,
         };
         state = fsm.next(&state, event).expect("an FSM edge").to.clone();
         p = q;
@@ -187,6 +187,18 @@ fn a_checkpoint_carries_the_progress_a_resume_reads_back() {
                 ..Default::default()
             },
         }),
+        effects: 2,
+        effect: Some(crate::domain::effect::Pending {
+            step: 1,
+            sequence: 2,
+            action_digest: "sha256:aa".into(),
+            proposal: 3,
+            consent_id: "c".into(),
+            binding_digest: "sha256:bb".into(),
+            idempotency_key: "sha256:cc".into(),
+            receipt_digest: String::new(),
+            rejected: false,
+        }),
     };
     let c = Snapshot {
         run_id: "r",
@@ -279,6 +291,8 @@ fn progress_round_trips_through_json_and_an_empty_object_is_fresh() {
         plan: vec![0, 1],
         rounds: Vec::new(),
         verification: None,
+        effects: 0,
+        effect: None,
     };
     assert_eq!(Progress::from_json(&p.to_json()).expect("json"), p);
     assert_eq!(

@@ -175,7 +175,7 @@ impl Driver {
 }
 
 /// The log event of a committed transition (its trace fields are on its span).
-fn log_committed(run: &RunRow, after: Option<&RunRow>, event: &str, actor: &str) {
+pub(super) fn log_committed(run: &RunRow, after: Option<&RunRow>, event: &str, actor: &str) {
     if let Some(a) = after {
         tracing::info!(
             run_id = %a.id,

@@ -27,7 +27,9 @@ fn drive_model(w: &Workflow, empty: impl Fn(usize) -> bool) -> Vec<&'static str>
             Next::Call { index } => {
                 let step = &w.steps[index].id;
                 let o = match &w.steps[index].kind {
-                    StepKind::Task => Outcome::task(task_digest("r", step, "i")),
+                    StepKind::Task | StepKind::Effect(_) => {
+                        Outcome::task(task_digest("r", step, "i"))
+                    }
                     StepKind::Model { .. } => {
                         let e = empty(p.round());
                         Outcome::model(format!("answer-{e}"), 1, 0, e)
@@ -35,7 +37,7 @@ fn drive_model(w: &Workflow, empty: impl Fn(usize) -> bool) -> Vec<&'static str>
                 };
                 after_result(&b, &p, step, o)
             }
-            Next::Idle | Next::Probe { .. } | Next::Verify => return events,
+            Next::Idle | Next::Probe { .. } | Next::Verify | Next::Effect => return events,
         };
         state = fsm.next(&state, event).expect("an FSM edge").to.clone();
         p = q;
