@@ -3,14 +3,17 @@
 //! run follows), `budgets` (never above the contract's), `run` (a start request's identity),
 //! `progress` (a run's progress and the step loop's rules), `recovery` (recovery review of a
 //! quarantined run), `migration` (state-schema migrations), `trace` (the contract's trace
-//! fields of a transition).
+//! fields of a transition), `replay` (the recorded inputs and the re-execution of a run),
+//! `answer` (a model answer read from its body).
 
+pub mod answer;
 pub mod budgets;
 pub mod checkpoint;
 pub mod fsm;
 pub mod migration;
 pub mod progress;
 pub mod recovery;
+pub mod replay;
 pub mod run;
 pub mod trace;
 pub mod tree;

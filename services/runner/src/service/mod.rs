@@ -2,12 +2,13 @@
 //! `domain`, owns its transactions, and knows nothing of protobuf or tonic. `runs`: start,
 //! read, list, cancel and the transitions of runs; `checkpoints`: inspection and quarantine;
 //! `recovery`: the recovery review; `migrations`: state-schema migrations; `driver`: the step
-//! loop; `watch`: the feed.
+//! loop; `watch`: the feed; `replay`: the deterministic replay of a finished run.
 
 pub mod checkpoints;
 pub mod driver;
 pub mod migrations;
 pub mod recovery;
+pub mod replay;
 pub mod runs;
 pub mod watch;
 

@@ -3,12 +3,14 @@
 //! guarded update and its transition row follow, in one read-committed transaction); `leases`
 //! (the runner lease: a claim is one `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`);
 //! `recovery` (reviews and state-schema migrations: the run row locked first, as `runs`);
-//! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source).
+//! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source); `replay` (a
+//! run's whole record read in one read-only transaction).
 
 pub mod feed;
 pub mod leases;
 pub mod provenance;
 pub mod recovery;
+pub mod replay;
 pub mod runs;
 pub mod starts;
 pub mod transitions;
