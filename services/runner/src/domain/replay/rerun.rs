@@ -143,7 +143,7 @@ pub fn replay(f: &Frozen<'_>, record: &[Recorded]) -> Report {
                     .map(|a| !a.is_empty())
             })
             .unwrap_or(false);
-        let sum = Snapshot {
+        let replayed = Snapshot {
             run_id: f.run_id,
             version: t.version,
             generation: t.generation,
@@ -153,14 +153,19 @@ pub fn replay(f: &Frozen<'_>, record: &[Recorded]) -> Report {
             progress: &q,
             envelope: f.envelope,
         }
-        .checkpoint()
-        .checksum;
+        .checkpoint();
+        let sum = replayed.checksum;
         let reason = if event != t.trigger {
             Some("another event".to_owned())
         } else if to != t.target_state {
             Some("another target state".to_owned())
         } else if sum != t.checksum {
             Some("another checkpoint".to_owned())
+        } else if replayed.body != t.body {
+            Some(
+                "the recorded checkpoint's body is not the one its checksum was computed over"
+                    .to_owned(),
+            )
         } else if tape.at < t.inputs.len() {
             Some(format!(
                 "{} recorded input(s) not read",
