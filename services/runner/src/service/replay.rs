@@ -27,13 +27,13 @@ pub struct Replayed {
 impl Service {
     /// Replay run `id`, as `reader` may see it.
     pub async fn replay(&self, id: Uuid, reader: Reader<'_>) -> Result<Replayed, RunnerError> {
-        let record = store::load(&self.pool, id, reader.owner())
+        let mut record = store::load(&self.pool, id, reader.owner())
             .await?
             .ok_or(RunnerError::RunNotFound)?;
         if record.run.terminal_category.is_none() {
             return Err(RunnerError::RunNotEnded);
         }
-        let (workflow, recorded) = self.replayable(&record)?;
+        let (workflow, recorded) = self.replayable(&mut record)?;
         let run = &record.run;
         let run_id = run.id.hyphenated().to_string();
         let frozen = replay::Frozen {
@@ -72,7 +72,8 @@ impl Service {
     /// inputs recorded under the rules it runs, its FSM the one the process is bound to, its
     /// state-schema version the one it writes and never migrated (every checkpoint a
     /// transition's), its workflow the bytes it was started with.
-    fn replayable(&self, record: &Record) -> Result<(Workflow, Vec<Recorded>), RunnerError> {
+    /// The bytes of checkpoints and inputs move out of `record` (no copy).
+    fn replayable(&self, record: &mut Record) -> Result<(Workflow, Vec<Recorded>), RunnerError> {
         let run = &record.run;
         let unsupported = RunnerError::ReplayUnsupported;
         let migrated = usize::try_from(record.checkpoints).ok() != Some(record.steps.len());
@@ -89,10 +90,10 @@ impl Service {
             return Err(unsupported);
         }
         let workflow = Workflow::parse(&record.workflow).map_err(|_| unsupported)?;
-        let mut inputs = record.inputs.iter().peekable();
+        let mut inputs = record.inputs.iter_mut().peekable();
         let mut recorded = Vec::with_capacity(record.steps.len());
-        for (i, s) in record.steps.iter().enumerate() {
-            let Some((checksum, body)) = &s.checkpoint else {
+        for (i, s) in record.steps.iter_mut().enumerate() {
+            let Some((checksum, body)) = s.checkpoint.take() else {
                 return Err(RunnerError::ReplayUnsupported);
             };
             if usize::try_from(s.version).ok() != Some(i + 1) {
@@ -106,17 +107,17 @@ impl Service {
                 mine.push(Input {
                     kind,
                     meta,
-                    body: row.body.clone(),
+                    body: std::mem::take(&mut row.body),
                 });
             }
             recorded.push(Recorded {
                 version: s.version,
                 generation: s.generation,
-                trigger: s.trigger.clone(),
-                actor: s.actor.clone(),
-                target_state: s.target_state.clone(),
-                checksum: checksum.clone(),
-                body: body.clone(),
+                trigger: std::mem::take(&mut s.trigger),
+                actor: std::mem::take(&mut s.actor),
+                target_state: std::mem::take(&mut s.target_state),
+                checksum,
+                body,
                 inputs: mine,
             });
         }

@@ -135,25 +135,29 @@ pub fn replay(f: &Frozen<'_>, record: &[Recorded]) -> Report {
                 format!("the FSM has no edge {event} from {state}"),
             ));
         };
-        let interrupt_pending = serde_json::from_slice::<serde_json::Value>(&t.body)
-            .ok()
-            .and_then(|v| {
-                v.get("pending_interrupts")?
-                    .as_array()
-                    .map(|a| !a.is_empty())
-            })
-            .unwrap_or(false);
-        let replayed = Snapshot {
-            run_id: f.run_id,
-            version: t.version,
-            generation: t.generation,
-            state: &to,
-            budgets: f.budgets,
-            interrupt_pending,
-            progress: &q,
-            envelope: f.envelope,
+        // A caller's pending interrupt is an external input the checkpoint itself records
+        // (`pending_interrupts`): the checkpoint without one, else with one, whichever the
+        // record holds (no parse of the recorded body on the common path).
+        let snapshot = |interrupt_pending| {
+            Snapshot {
+                run_id: f.run_id,
+                version: t.version,
+                generation: t.generation,
+                state: &to,
+                budgets: f.budgets,
+                interrupt_pending,
+                progress: &q,
+                envelope: f.envelope,
+            }
+            .checkpoint()
+        };
+        let mut replayed = snapshot(false);
+        if replayed.checksum != t.checksum {
+            let interrupted = snapshot(true);
+            if interrupted.checksum == t.checksum {
+                replayed = interrupted;
+            }
         }
-        .checkpoint();
         let sum = replayed.checksum;
         let reason = if event != t.trigger {
             Some("another event".to_owned())

@@ -137,6 +137,21 @@ mod rerun {
         let d = run(&other).divergence.expect("diverges");
         assert_eq!((d.index, d.reason.as_str()), (0, "another checkpoint"));
         assert_eq!(run(&other).replayed, 0);
+        // A caller's interrupt recorded in the checkpoint (an external input) replays.
+        let mut interrupted = good.clone();
+        let c = Snapshot {
+            run_id: "r",
+            version: 2,
+            generation: 1,
+            state: "PLAN",
+            budgets: Budgets::contract(),
+            interrupt_pending: true,
+            progress: &fresh,
+            envelope: ENVELOPE,
+        }
+        .checkpoint();
+        (interrupted[1].checksum, interrupted[1].body) = (c.checksum, c.body);
+        assert_eq!(run(&interrupted).divergence, None);
         // Another recorded event than the rules take.
         let mut event = good;
         event[1].trigger = "cancel_requested".into();
