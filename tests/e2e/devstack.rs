@@ -459,6 +459,23 @@ fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(
         false,
     );
     assert_eq!(run[0]["run"]["terminalCategory"], "success", "{run:?}");
+    // The ended run replays from its record with no divergence (read-only: no runtime call).
+    let replayed = call(
+        Office::Runner,
+        "ReplayRun",
+        &format!(r#"{{"run_id": "{run_id}"}}"#),
+        false,
+    );
+    assert!(replayed[0].get("divergence").is_none(), "{replayed:?}");
+    assert_eq!(
+        replayed[0]["transitionsReplayed"], replayed[0]["transitionsTotal"],
+        "{replayed:?}"
+    );
+    assert_eq!(
+        replayed[0]["transitionsTotal"].as_str(),
+        Some(watched.len().to_string().as_str()),
+        "{replayed:?}"
+    );
     // The Runner's lease for the step, released after the call.
     let leases = call(
         Office::Dispatcher,

@@ -142,7 +142,7 @@ async fn main() {
         .execute(&mut admin)
         .await
         .expect("grant");
-    sqlx::query("TRUNCATE runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs")
+    sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs")
         .execute(&mut admin)
         .await
         .expect("reset");
@@ -202,7 +202,7 @@ async fn main() {
             "  ratio (time per transition / time per row): {:.2}×",
             base_rate / rate
         );
-        sqlx::query("TRUNCATE runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows")
+        sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows")
             .execute(&mut admin)
             .await
             .expect("reset");

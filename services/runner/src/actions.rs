@@ -5,7 +5,7 @@ lychd_runtime::auth::actions! {
     DESCRIBE = "runner:describe";
     /// start a run (`StartRun` on `run:*`)
     START = "runner:start";
-    /// read one's own runs and their transitions (`GetRun` and `ListRunTransitions` on `run:<id>`, `ListRuns` on `run:*`)
+    /// read one's own runs and their transitions (`GetRun`, `ListRunTransitions`, `InspectCheckpoint`, `ListProvenance` and `ReplayRun` on `run:<id>`, `ListRuns` on `run:*`)
     READ = "runner:read";
     /// see every principal's runs, not only one's own (`GetRun`, `ListRuns`, `ListRunTransitions`; on `run:*`)
     READ_ALL = "runner:read_all";

@@ -73,6 +73,10 @@ lychd_runtime::refusal::refusals! {
         CHECKPOINT_CORRUPT = FailedPrecondition => CheckpointCorrupt;
         /// no registered state-schema migration leads from the run's version to the one asked (or the state is not of its shape); nothing changed
         STATE_MIGRATION_UNKNOWN = FailedPrecondition => MigrationUnknown;
+        /// the run has not ended: only a finished run is replayed; nothing changed
+        RUN_NOT_ENDED = FailedPrecondition => RunNotEnded;
+        /// the run was recorded under a version this process cannot replay (its FSM digest, state-schema version, the step loop's rules, or it was started before its inputs were recorded); nothing changed
+        REPLAY_VERSION_UNSUPPORTED = FailedPrecondition => ReplayUnsupported;
         /// the rollback would not give back exactly the state its forward migration started from; nothing changed
         STATE_ROLLBACK_NOT_EXACT = FailedPrecondition => RollbackNotExact;
         /// `resolution` is not one of `EFFECT_RESOLUTION_CONFIRMED`, `_NOT_APPLIED`, `_ABANDON`

@@ -19,8 +19,6 @@ use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
 use lychd_runtime::client::{PeerChannel, peer_channel};
 use lychd_runtime::server::ServeContext;
 
-use crate::domain::run::sha256;
-
 /// Largest runtime answer read.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// How long a runtime call may take.
@@ -60,11 +58,14 @@ pub enum Leased {
 
 /// A model step's answer: its digest, the tokens it used, and whether its content is empty
 /// (whitespace only): an empty answer is no `model_answer` evidence.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Answer {
     pub digest: String,
     pub tokens: u64,
     pub empty: bool,
+    /// The runtime's HTTP body as received (recorded for replay in the Runner's own schema;
+    /// never logged).
+    pub body: Bytes,
 }
 
 /// The Dispatcher peer (absent when not configured: every model step then fails permanently).
@@ -233,20 +234,12 @@ impl Models {
             tracing::warn!(status, "the runtime refused a chat completion");
             return Err(Failure::Transient);
         }
-        let v: serde_json::Value =
-            serde_json::from_slice(&answer).map_err(|_| Failure::Transient)?;
-        let content = v
-            .pointer("/choices/0/message/content")
-            .and_then(|c| c.as_str())
-            .ok_or(Failure::Transient)?;
-        let tokens = v
-            .pointer("/usage/total_tokens")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or(Failure::Transient)?;
+        let read = crate::domain::answer::read(&answer).ok_or(Failure::Transient)?;
         Ok(Answer {
-            digest: sha256(content.as_bytes()),
-            tokens,
-            empty: content.trim().is_empty(),
+            digest: read.digest,
+            tokens: read.tokens,
+            empty: read.empty,
+            body: answer,
         })
     }
 }

@@ -4,8 +4,10 @@
 //! `progress` (a run's progress and the step loop's rules), `recovery` (recovery review of a
 //! quarantined run), `migration` (state-schema migrations), `trace` (the contract's trace
 //! fields of a transition), `effect` (external effects: the step, action digest, idempotency
-//! key, ledger kinds, the pending effect).
+//! key, ledger kinds, the pending effect), `replay` (the recorded inputs and the re-execution
+//! of a run), `answer` (a model answer read from its body).
 
+pub mod answer;
 pub mod budgets;
 pub mod checkpoint;
 pub mod effect;
@@ -13,6 +15,7 @@ pub mod fsm;
 pub mod migration;
 pub mod progress;
 pub mod recovery;
+pub mod replay;
 pub mod run;
 pub mod trace;
 pub mod tree;

@@ -213,6 +213,10 @@ impl Progress {
     }
 }
 
+/// The waiting states: the run is released from its lease and its time there counts against
+/// `max_suspended_seconds` (the driver's clocks and a replay's read the same list).
+pub const WAITING: [&str; 3] = ["WAIT_CAPABILITY", "WAIT_APPROVAL", "WAIT_VERIFICATION"];
+
 /// What the runner does next with a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {

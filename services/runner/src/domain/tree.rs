@@ -97,6 +97,30 @@ pub fn child(
     Ok((b, depth))
 }
 
+/// The tree's gate on `event` (the hard boundary) for a commit making `version`, and when it
+/// stands the tree's soft boundary (`progress::tree_boundary`): what the driver commits and
+/// what a replay re-decides from the recorded tree read.
+pub fn gated<'e>(
+    w: &super::workflow::Workflow,
+    version: i64,
+    root: &Budgets,
+    tree_before: Totals,
+    before: &Progress,
+    event: &'e str,
+    progress: Progress,
+) -> (&'e str, Progress) {
+    let tree_after = add(tree_before, delta(&before.used, &progress.used));
+    let handoff = progress.handoff.clone();
+    let (gated, mut progress) = gate(root, tree_before, before, event, progress);
+    if progress.handoff.is_none() {
+        progress.handoff = handoff;
+    }
+    if gated == event {
+        progress = super::progress::tree_boundary(w, root, tree_after, progress, version);
+    }
+    (gated, progress)
+}
+
 /// The gate of a commit of a run of a tree: `event` with `after` (from `before`) stands when
 /// the tree's totals `tree_before` plus what it consumes stay within the root's budgets;
 /// otherwise the commit is `budget_exhausted` — a step or tool call beyond the root's is not

@@ -314,6 +314,36 @@ pub fn snapshot(s: &SnapshotRow) -> pb::ProvenanceSnapshot {
     }
 }
 
+/// A `ReplayRun` answer.
+pub fn replayed(id: Uuid, r: crate::service::replay::Replayed) -> pb::ReplayRunResponse {
+    let n = |x: usize| u64::try_from(x).unwrap_or(u64::MAX);
+    pb::ReplayRunResponse {
+        run_id: id.hyphenated().to_string(),
+        transitions_replayed: n(r.report.replayed),
+        transitions_total: n(r.report.total),
+        divergence: r.report.divergence.map(|d| pb::ReplayDivergence {
+            transition_index: n(d.index),
+            version: count(d.version),
+            expected_trigger: d.expected_trigger,
+            replayed_trigger: d.replayed_trigger,
+            expected_target_state: d.expected_target_state,
+            replayed_target_state: d.replayed_target_state,
+            expected_checkpoint_sha256: d.expected_checkpoint_sha256,
+            replayed_checkpoint_sha256: d.replayed_checkpoint_sha256,
+            reason: d.reason,
+        }),
+        inputs_read: n(r.report.inputs_read),
+        workflow_version: r.workflow_version,
+        state_schema_version: r.state_schema_version,
+        fsm_sha256: r.fsm_sha256,
+        rules_version: r.rules_version.to_owned(),
+        declared_nondeterminism: crate::domain::replay::DECLARED_NONDETERMINISM
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+    }
+}
+
 /// An `InspectCheckpoint` request: the run and the version (`None`: the latest).
 pub fn inspect(body: &pb::InspectCheckpointRequest) -> Result<(Uuid, Option<i64>), RunnerError> {
     let mut v = Violations::new();

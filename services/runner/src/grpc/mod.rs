@@ -381,6 +381,21 @@ impl Runner for RunnerService {
             snapshots: rows.iter().map(convert::snapshot).collect(),
         }))
     }
+
+    async fn replay_run(
+        &self,
+        request: Request<pb::ReplayRunRequest>,
+    ) -> Result<Response<pb::ReplayRunResponse>, Status> {
+        let (id, principal, all) = self
+            .run_to_read(&request, &request.get_ref().run_id)
+            .await?;
+        let replayed = self
+            .service
+            .replay(id, reader(&principal, all))
+            .await
+            .map_err(err)?;
+        Ok(Response::new(convert::replayed(id, replayed)))
+    }
 }
 
 /// Start the office: the control FSM is loaded and checked first (a broken one refuses

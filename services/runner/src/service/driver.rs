@@ -22,6 +22,7 @@ use crate::domain::budgets::Budgets;
 use crate::domain::checkpoint::{progress_of, verifies};
 use crate::domain::migration::version_of;
 use crate::domain::progress::{self, Next, Outcome, Progress};
+use crate::domain::replay::{Input, Tape};
 use crate::domain::trace;
 use crate::domain::tree;
 use crate::domain::workflow::Workflow;
@@ -201,6 +202,12 @@ impl Driver {
         loop {
             let p = progress_of_row(&run);
             let now = time::OffsetDateTime::now_utc();
+            // Every nondeterministic input this commit's rules read, in order (recorded by the
+            // commit's own statement: `domain::replay`).
+            let mut tape: Tape = vec![Input::clock_loop(
+                now.unix_timestamp_nanos(),
+                run.updated_at.unix_timestamp_nanos(),
+            )];
             // A wait in progress counts as suspended from its committed start (the run row's
             // `updated_at`, written by the fenced commit that entered the waiting state).
             let open_wait = if WAITING.contains(&run.state.as_str()) {
@@ -229,7 +236,10 @@ impl Driver {
                 spent.used.suspended_ms = clocks.suspended_ms;
                 let spent =
                     progress::soft_boundary(&workflow, &budgets, spent, clocks, run.version + 1);
-                return match self.advance(&workflow, &run, event, &spent).await? {
+                return match self
+                    .advance(&workflow, &run, event, &spent, &mut tape)
+                    .await?
+                {
                     Some(_) => Ok(Stopped::Idle),
                     None => Ok(Stopped::Fenced),
                 };
@@ -264,6 +274,7 @@ impl Driver {
                     Next::Commit { event, progress } => (event, *progress, Then::Go),
                     Next::Probe { index } => match self.lease(&run, &workflow, index, &p).await {
                         Leased::Granted(h) => {
+                            tape.push(Input::granted(&h.lease_id));
                             held = Some(h);
                             (
                                 "capability_warm",
@@ -295,8 +306,10 @@ impl Driver {
                         }
                         let step = &workflow.steps[index].id;
                         match self.call(&run, &workflow, index, &p, held.take()).await {
-                            Called::Done(outcome) => {
+                            Called::Done(outcome, input) => {
+                                tape.push(input);
                                 let now = time::OffsetDateTime::now_utc();
+                                tape.push(Input::clock("after_call", now.unix_timestamp_nanos()));
                                 if run.deadline_at.is_some_and(|d| now >= d) {
                                     // The deadline passed during the call: the result is not
                                     // ingested (its tokens and cost were spent all the same).
@@ -314,10 +327,13 @@ impl Driver {
                                 }
                             }
                             Called::Cold { wait_ms } => {
+                                tape.push(Input::cold(wait_ms));
                                 ("capability_cold", p.clone(), Then::Wait(cap(wait_ms)))
                             }
                             Called::Failed(Failure::Transient) => {
                                 let seed = fresh_seed();
+                                tape.push(Input::failed(false));
+                                tape.push(Input::random(seed));
                                 let (event, q) =
                                     progress::retry(&budgets, &p, run.generation, seed);
                                 let wait =
@@ -325,14 +341,17 @@ impl Driver {
                                 (event, q, Then::Backoff(wait))
                             }
                             Called::Failed(Failure::Permanent) => {
+                                tape.push(Input::failed(true));
                                 ("permanent_failure", p.clone(), Then::Go)
                             }
                         }
                     }
                 };
             // At 80 % of a budget, the commit's checkpoint carries the residual-work handoff.
+            let now = time::OffsetDateTime::now_utc();
+            tape.push(Input::clock("boundary", now.unix_timestamp_nanos()));
             let clocks = progress::Clocks {
-                elapsed_ms: ms_between(run.created_at, time::OffsetDateTime::now_utc()),
+                elapsed_ms: ms_between(run.created_at, now),
                 suspended_ms: after.used.suspended_ms,
             };
             let after =
@@ -340,7 +359,7 @@ impl Driver {
             let sent = Instant::now();
             let capability = trace::capability(&workflow, event, &p);
             run = match self
-                .advance_on(&workflow, &run, event, &after, capability)
+                .advance_on(&workflow, &run, event, &after, capability, &mut tape)
                 .await?
             {
                 Some(after) => {
@@ -411,11 +430,9 @@ impl Driver {
                 tokio::time::sleep(Duration::from_millis(self.settings.task_step_ms)).await;
             }
             let run_id = run.id.hyphenated().to_string();
-            return Called::Done(Outcome::task(progress::task_digest(
-                &run_id,
-                &step.id,
-                &run.input_sha256,
-            )));
+            let digest = progress::task_digest(&run_id, &step.id, &run.input_sha256);
+            let input = Input::task_result(&digest);
+            return Called::Done(Outcome::task(digest), input);
         };
         let price = self.settings.price(family);
         let held = match held {
@@ -437,12 +454,15 @@ impl Driver {
         let answer = self.models.chat(&held, &step.id, p.round(), &input).await;
         self.models.release(&held).await;
         match answer {
-            Ok(a) => Called::Done(Outcome::model(
-                a.digest,
-                a.tokens,
-                progress::cost_milli(a.tokens, price),
-                a.empty,
-            )),
+            Ok(a) => Called::Done(
+                Outcome::model(
+                    a.digest,
+                    a.tokens,
+                    progress::cost_milli(a.tokens, price),
+                    a.empty,
+                ),
+                Input::model_response(a.body.to_vec(), &held.lease_id, price),
+            ),
             Err(f) => Called::Failed(f),
         }
     }
@@ -458,8 +478,11 @@ const DEADLINE_EVENT: &str = "deadline_passed";
 pub const BUDGET_GOVERNOR: &str = "runner-budget-check";
 /// What a step's call came to.
 enum Called {
-    Done(Outcome),
-    Cold { wait_ms: u64 },
+    /// The step's outcome, and the input it is recorded as (its result or the answer's body).
+    Done(Outcome, Input),
+    Cold {
+        wait_ms: u64,
+    },
     Failed(Failure),
 }
 

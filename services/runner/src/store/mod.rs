@@ -5,13 +5,15 @@
 //! `recovery` (reviews and state-schema migrations: the run row locked first, as `runs`);
 //! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source); `effects`
 //! (an effect's intent, outbox and append-only ledger: written in the transaction of the fenced
-//! commit they belong to; the outbox claim is fenced on the run's lease generation).
+//! commit they belong to; the outbox claim is fenced on the run's lease generation); `replay` (a
+//! run's whole record read in one read-only transaction).
 
 pub mod effects;
 pub mod feed;
 pub mod leases;
 pub mod provenance;
 pub mod recovery;
+pub mod replay;
 pub mod runs;
 pub mod starts;
 pub mod transitions;

@@ -237,11 +237,14 @@ pub async fn commit(
 
 /// What a holder's commit adds to the fence and the lease (see [`commit_with`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Holder {
+pub struct Holder<'a> {
     /// The lease is extended to this many ms from the commit.
     pub renew_ms: i64,
     /// The root's descendants' totals the commit's gate read (`None`: not fenced on them).
     pub desc: Option<[i64; 4]>,
+    /// The nondeterministic inputs the commit's rules read, in order (`runner.run_inputs`,
+    /// written by the same statement under the version it makes: only when the fence held).
+    pub inputs: &'a [crate::domain::replay::Input],
 }
 
 /// [`commit`] writing `progress` with the state, on any executor: **one statement** (one
@@ -264,7 +267,7 @@ pub async fn commit_with<'e>(
     terminal_category: Option<&str>,
     checkpoint: &Checkpoint,
     progress: Option<&Progress>,
-    holder: Option<Holder>,
+    holder: Option<Holder<'_>>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     use tracing::Instrument as _;
 
@@ -279,6 +282,7 @@ pub async fn commit_with<'e>(
         progress.unwrap_or(&before),
     );
     let json = progress.map(|p| p.to_json().to_string());
+    let inputs = holder.map_or(&[][..], |h| h.inputs);
     let row = sqlx::query(&format!(
         "WITH u AS (\
            UPDATE runner.runs SET state = $5, terminal_category = $6, version = version + 1, \
@@ -301,7 +305,12 @@ pub async fn commit_with<'e>(
          c AS (\
            INSERT INTO runner.run_checkpoints (run_id, version, generation, state, body, \
                   checksum) \
-           SELECT id, version, generation, state, $11, $12 FROM u) \
+           SELECT id, version, generation, state, $11, $12 FROM u), \
+         i AS (\
+           INSERT INTO runner.run_inputs (run_id, version, seq, kind, meta, body, rules_version) \
+           SELECT u.id, u.version, x.seq, x.kind, x.meta::jsonb, x.body, $24 \
+             FROM u, unnest($21::text[], $22::text[], $23::bytea[]) WITH ORDINALITY \
+                  AS x(kind, meta, body, seq)) \
          SELECT u.*, t.recorded_at AS transition_recorded_at FROM u, t"
     ))
     .bind(current.id)
@@ -324,6 +333,15 @@ pub async fn commit_with<'e>(
     .bind(&traced.trace_id)
     .bind(&traced.span_id)
     .bind(holder.and_then(|h| h.desc).map(Vec::from))
+    .bind(inputs.iter().map(|i| i.kind.name()).collect::<Vec<_>>())
+    .bind(
+        inputs
+            .iter()
+            .map(|i| i.meta.to_string())
+            .collect::<Vec<_>>(),
+    )
+    .bind(inputs.iter().map(|i| i.body.as_slice()).collect::<Vec<_>>())
+    .bind(crate::domain::replay::RULES_VERSION)
     .fetch_optional(ex)
     .instrument(traced.span.clone())
     .await?;

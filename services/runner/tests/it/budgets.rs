@@ -131,6 +131,9 @@ async fn a_cost_beyond_the_budget_ends_the_run_budget_exhausted() {
         Some(1),
         "the model's not ingested"
     );
+    // The price the configuration gave the family is recorded with the answer: the replay
+    // charges the same cost and ends the run the same way.
+    replays_clean(&mut s.client, &id.to_string()).await;
 }
 
 #[tokio::test]
@@ -159,6 +162,8 @@ async fn suspended_seconds_beyond_the_budget_end_a_waiting_run_budget_exhausted(
     );
     assert_eq!(body["handoff"]["budget"], "max_suspended_seconds");
     assert_eq!(s.sim.chats(), 0);
+    // The clock reads that ended the wait are recorded: the replay ends it the same way.
+    replays_clean(&mut s.client, &id.to_string()).await;
 }
 
 #[tokio::test]
@@ -193,6 +198,8 @@ async fn suspended_time_is_counted_from_the_committed_entry_into_the_wait() {
     assert_eq!(body["handoff"]["budget"], "max_suspended_seconds");
     let t = s.triggers(id).await;
     assert!(t.contains(&"capability_warm".to_owned()), "{t:?}");
+    // The committed start of the wait the loop compared with is recorded with its clock read.
+    replays_clean(&mut s.client, &id.to_string()).await;
 }
 
 async fn start_with_timeout(
@@ -248,6 +255,7 @@ async fn past_its_deadline_a_run_takes_deadline_passed_to_timed_out() {
             .as_array()
             .is_some_and(|r| r.len() < 3)
     );
+    replays_clean(&mut s.client, &run.run_id).await;
     // Without a timeout there is no deadline.
     let plain = start_with_timeout(&mut s, "deadline-2", 0, None)
         .await

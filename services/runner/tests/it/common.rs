@@ -133,6 +133,19 @@ pub async fn list(
     .map(|r| r.into_inner())
 }
 
+/// Replay run `id` (`ReplayRun`) and require no divergence: every transition replayed from its
+/// recorded inputs (issue 28).
+pub async fn replays_clean(c: &mut Client, id: &str) -> pb::ReplayRunResponse {
+    let r = c
+        .replay_run(pb::ReplayRunRequest { run_id: id.into() })
+        .await
+        .expect("replay")
+        .into_inner();
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert_eq!(r.transitions_replayed, r.transitions_total, "{r:?}");
+    r
+}
+
 /// Set run `id`'s state directly (a state the API cannot reach yet), as a superuser.
 pub async fn force_state(s: &Stack, id: &str, state: &str, category: Option<&str>) {
     let mut db = s.db().await;

@@ -15,6 +15,7 @@ mod input;
 mod migrations;
 mod model;
 mod recovery;
+mod replay;
 mod replicas;
 mod rounds;
 mod runs;

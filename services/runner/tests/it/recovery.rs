@@ -418,4 +418,18 @@ async fn the_offices_own_step_loop_resumes_a_reviewed_run_and_finishes_it() {
         (review_t.trigger.as_str(), review_t.version),
         ("recovery_resume", quarantined.version + 1)
     );
+    // A replay finds the corrupt checkpoint as the run's first divergence (the rules made
+    // another body than the one recorded under that checksum; issue 28, replay).
+    let r = c
+        .replay_run(pb::ReplayRunRequest { run_id: id.clone() })
+        .await
+        .expect("replay")
+        .into_inner();
+    let d = r.divergence.expect("the corrupt checkpoint diverges");
+    assert_eq!(d.version, run.version, "{d:?}");
+    assert_eq!(d.expected_checkpoint_sha256, d.replayed_checkpoint_sha256);
+    assert_eq!(
+        d.reason,
+        "the recorded checkpoint's body is not the one its checksum was computed over"
+    );
 }

@@ -159,6 +159,20 @@ impl Replicas {
     }
 }
 
+/// The run replays from its record with no divergence: the inputs of a commit the fence refused
+/// were never recorded, and a takeover's retry seed is its generation (issue 28, replay).
+async fn replays_clean(client: &mut RunnerClient<PeerChannel>, id: Uuid, transitions: usize) {
+    let r = client
+        .replay_run(pb::ReplayRunRequest {
+            run_id: id.to_string(),
+        })
+        .await
+        .expect("replay")
+        .into_inner();
+    assert_eq!(r.divergence, None, "{r:?}");
+    assert_eq!(r.transitions_replayed as usize, transitions, "{r:?}");
+}
+
 /// Every step entered once and its result committed once; the path ends in `SUCCEEDED`.
 fn no_step_twice(path: &[(String, i64)]) {
     let count = |t: &str| path.iter().filter(|(x, _)| x == t).count();
@@ -199,6 +213,7 @@ async fn kill_9_of_the_holder_mid_run_resumes_on_the_other_replica_with_no_step_
             .count(),
         1
     );
+    replays_clean(&mut r.client, id, path.len()).await;
     println!(
         "kill -9 to resume on the other replica: {:.0} ms (lease 1500 ms)",
         resumed.as_secs_f64() * 1000.0
@@ -239,4 +254,5 @@ async fn split_brain_the_stalled_holder_is_fenced_and_the_other_commits() {
         path[first_new..].iter().all(|(_, g)| *g > generation),
         "nothing of the fenced holder after the takeover: {path:?}"
     );
+    replays_clean(&mut r.client, id, path.len()).await;
 }

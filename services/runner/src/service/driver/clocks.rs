@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::RunRow;
 use crate::domain::budgets::Budgets;
 use crate::domain::progress::{self, Progress};
+use crate::domain::replay::{Input, Tape};
 use crate::domain::tree;
 use crate::domain::workflow::Workflow;
 use crate::store::tree as store_tree;
@@ -25,6 +26,7 @@ pub(super) async fn gate<'e>(
     before: &Progress,
     event: &'e str,
     progress: Progress,
+    tape: &mut Tape,
 ) -> Result<(&'e str, Progress), sqlx::Error> {
     if tree::delta(&before.used, &progress.used) == [0; 4] {
         return Ok((event, progress));
@@ -41,6 +43,7 @@ pub(super) async fn gate<'e>(
         before,
         event,
         progress,
+        tape,
     ))
 }
 
@@ -53,17 +56,28 @@ pub(super) fn gate_root<'e>(
     before: &Progress,
     event: &'e str,
     progress: Progress,
+    tape: &mut Tape,
 ) -> (&'e str, Progress) {
     let tree_before = tree::add(tree::totals(&before.used), unsigned(run.desc));
-    gated(w, run, run.budgets, tree_before, before, event, progress)
+    gated(
+        w,
+        run,
+        run.budgets,
+        tree_before,
+        before,
+        event,
+        progress,
+        tape,
+    )
 }
 
 fn unsigned(v: [i64; 4]) -> tree::Totals {
     v.map(|x| u64::try_from(x).unwrap_or(0))
 }
 
-/// The tree's gate on `event` (the hard boundary), and when it stands the tree's soft
-/// boundary (`progress::tree_boundary`) at the version the commit makes.
+/// The tree's gate on `event` (`domain::tree::gated`), its read recorded on `tape` (the root's
+/// budgets and the tree's totals: other runs' work, an input of the decision).
+#[allow(clippy::too_many_arguments)] // the gate's inputs, and the tape it records them on
 fn gated<'e>(
     w: &Workflow,
     run: &RunRow,
@@ -72,23 +86,22 @@ fn gated<'e>(
     before: &Progress,
     event: &'e str,
     progress: Progress,
+    tape: &mut Tape,
 ) -> (&'e str, Progress) {
     let budgets = Budgets(budgets.map(|b| u64::try_from(b).unwrap_or(0)));
-    let tree_after = tree::add(tree_before, tree::delta(&before.used, &progress.used));
-    let handoff = progress.handoff.clone();
-    let (gated, mut progress) = tree::gate(&budgets, tree_before, before, event, progress);
-    if progress.handoff.is_none() {
-        progress.handoff = handoff;
-    }
-    if gated == event {
-        progress = progress::tree_boundary(w, &budgets, tree_after, progress, run.version + 1);
-    }
-    (gated, progress)
+    tape.push(Input::tree(budgets.0, tree_before));
+    tree::gated(
+        w,
+        run.version + 1,
+        &budgets,
+        tree_before,
+        before,
+        event,
+        progress,
+    )
 }
 
-/// The waiting states whose time counts against `max_suspended_seconds`
-/// (`WAIT_APPROVAL` joins when Runner II drives it).
-pub(super) const WAITING: [&str; 3] = ["WAIT_CAPABILITY", "WAIT_APPROVAL", "WAIT_VERIFICATION"];
+pub(super) use crate::domain::progress::WAITING;
 
 /// Milliseconds from `from` (a committed timestamp: the database's clock) to `to` (this
 /// host's now); 0 when `to` is earlier.

@@ -52,8 +52,9 @@ impl Driver {
         run: &RunRow,
         event: &str,
         progress: &Progress,
+        tape: &mut Tape,
     ) -> Result<Option<RunRow>, RunnerError> {
-        self.advance_on(w, run, event, progress, "").await
+        self.advance_on(w, run, event, progress, "", tape).await
     }
 
     /// [`Self::advance`] naming the capability of the step the transition concerns (a trace
@@ -65,6 +66,7 @@ impl Driver {
         event: &str,
         progress: &Progress,
         capability: &str,
+        tape: &mut Tape,
     ) -> Result<Option<RunRow>, RunnerError> {
         let s = &self.service;
         let before = progress_of_row(run);
@@ -84,8 +86,8 @@ impl Driver {
             None
         };
         let (event, progress) = match tx.as_mut() {
-            Some(tx) => gate(tx, w, run, &before, event, progress.clone()).await?,
-            None if root_alone => gate_root(w, run, &before, event, progress.clone()),
+            Some(tx) => gate(tx, w, run, &before, event, progress.clone(), tape).await?,
+            None if root_alone => gate_root(w, run, &before, event, progress.clone(), tape),
             None => (event, progress.clone()),
         };
         let Some(edge) = s.fsm.next(&run.state, event) else {
@@ -123,6 +125,7 @@ impl Driver {
         let renew = Some(Holder {
             renew_ms: self.ttl(),
             desc: root_alone.then_some(run.desc),
+            inputs: tape,
         });
         let Some(mut tx) = tx.take() else {
             let after = runs::commit_with(

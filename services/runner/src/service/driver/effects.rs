@@ -391,6 +391,9 @@ impl Driver {
             Some(Holder {
                 renew_ms: self.ttl(),
                 desc: None,
+                // Decided on Ward's, the adapter's or an operator's answer: a replay takes it as
+                // recorded (its answers are in the effect ledger), so no input is read back.
+                inputs: &[],
             }),
         )
         .await?;
