@@ -70,8 +70,10 @@ impl Driver {
         v.predicate = Predicate {
             obligations_closed: p.obligations_closed(w),
             independent_pass: verdict == Verdict::Pass,
-            // No effect is executed on this base (helper A's effects add their ledger here).
-            no_unknown_effect: true,
+            // An effect is pending from `PLAN_EFFECTS` until its confirmed receipt is
+            // ingested; one whose outcome nobody knows never leaves `HUMAN_RECONCILIATION`
+            // but to a terminal, so at `VERIFY` none may be pending.
+            no_unknown_effect: p.effect.is_none(),
             terminal_edge_legal: self.service.fsm.next("VERIFY", verdict.event()).is_some(),
         };
         if verdict == Verdict::Pass && !v.predicate.holds() {
