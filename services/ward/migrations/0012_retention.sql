@@ -73,6 +73,8 @@ DECLARE
     name text;
     made integer := 0;
 BEGIN
+    -- Bounded whatever the caller asks: at most twenty years back.
+    month := greatest(month, last - interval '20 years');
     WHILE month <= last LOOP
         name := 'audit_y' || to_char(month AT TIME ZONE 'UTC', 'YYYY"m"MM');
         IF to_regclass('ward.' || name) IS NULL
