@@ -3,6 +3,7 @@
 
 mod architecture;
 mod authority;
+mod backup;
 mod devrace;
 mod devstack;
 mod documented;
