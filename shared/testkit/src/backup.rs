@@ -55,8 +55,7 @@ pub fn dump(db: &TestDb, schema: Option<&str>, file: &Path) -> Duration {
     run(c, "pg_dump")
 }
 
-/// A cluster of its own (the machine's PostgreSQL binaries, throwaway durability), stopped when
-/// dropped.
+/// A cluster of its own (the machine's PostgreSQL binaries), stopped when dropped.
 pub struct FreshCluster {
     pub cluster: lychd_pg::Cluster,
     pub port: u16,
@@ -65,6 +64,11 @@ pub struct FreshCluster {
 
 impl FreshCluster {
     pub fn start() -> FreshCluster {
+        Self::start_with(lychd_pg::Durability::Throwaway)
+    }
+
+    /// [`FreshCluster::start`] with `durability` (`Durable` for timings that mean something).
+    pub fn start_with(durability: lychd_pg::Durability) -> FreshCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         // The server runs as `postgres` when we are root: it must reach its directory.
         std::fs::set_permissions(
@@ -77,7 +81,7 @@ impl FreshCluster {
         cluster.init().unwrap_or_else(|e| panic!("{e}"));
         let port = lychd_pg::free_port().expect("free port");
         cluster
-            .start(port, lychd_pg::Durability::Throwaway)
+            .start(port, durability)
             .unwrap_or_else(|e| panic!("{e}"));
         FreshCluster {
             cluster,
