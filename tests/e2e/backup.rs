@@ -112,7 +112,7 @@ async fn load(
                 released: false,
             },
         ));
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             d.release_lease(di::ReleaseLeaseRequest {
                 lease_id: g.lease_id.clone(),
                 holder: "loader".into(),
@@ -142,12 +142,12 @@ async fn load(
             },
         ));
         if n % 3 != 2 {
-            let verdict = if n % 3 == 0 {
+            let verdict = if n.is_multiple_of(3) {
                 wa::Verdict::Approve
             } else {
                 wa::Verdict::Deny
             };
-            let state = if n % 3 == 0 {
+            let state = if n.is_multiple_of(3) {
                 wa::ConsentState::Granted
             } else {
                 wa::ConsentState::Denied
