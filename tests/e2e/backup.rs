@@ -16,7 +16,7 @@ use lychd_proto::orchestrator::v1 as or;
 use lychd_proto::ward::v1 as wa;
 use lychd_runtime::Office;
 use lychd_testkit::Sandbox;
-use lychd_testkit::backup::{FreshCluster, dump, dump_roles};
+use lychd_testkit::backup::{FreshCluster, dump, dump_roles, restore_schema};
 use lychd_testkit::simllama::SimLlama;
 use nix::sys::signal::Signal;
 
@@ -466,5 +466,80 @@ async fn a_backup_taken_under_load_restores_into_a_fresh_cluster_with_everything
     p.propose_effect(proposal(1_000_000))
         .await
         .expect("propose after restore");
+    sandbox.stop().await;
+}
+
+/// One office's schema alone (`docs/operations.md`, "One office's schema alone"): dumped while
+/// the Archive serves, restored after the office is stopped and its schema dropped. The notes
+/// taken before the dump are back; the one taken after it is gone (the documented rollback);
+/// the office serves again on its restored schema.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_offices_schema_restores_alone_to_its_backups_moment() {
+    let mut sandbox = Sandbox::builder().office(Office::Archive).start().await;
+    let mut admin = sandbox.admin();
+    for action in ["archive:intake", "archive:inspect"] {
+        let verb = action.split_once(':').map(|(_, v)| v).unwrap_or(action);
+        admin
+            .ensure_assignment(&sandbox.operator_id, action, "namespace:*", "archive", verb)
+            .await
+            .expect("assign");
+    }
+    let endpoint = sandbox.office(Office::Archive).endpoint();
+    let mut a = ar::archive_client::ArchiveClient::new(channel_with(&endpoint, &sandbox.token));
+    let mut before = Vec::new();
+    for n in 0..3 {
+        let note = a
+            .intake(intake(n))
+            .await
+            .expect("intake")
+            .into_inner()
+            .note
+            .expect("note");
+        before.push(note.revision_id);
+    }
+    let files = tempfile::tempdir().expect("temp dir");
+    let file = files.path().join("archive.dump");
+    let (db, f) = (sandbox.db.clone(), file.clone());
+    tokio::task::spawn_blocking(move || dump(&db, Some("archive"), &f))
+        .await
+        .expect("dump");
+    let after = a
+        .intake(intake(3))
+        .await
+        .expect("intake")
+        .into_inner()
+        .note
+        .expect("note")
+        .revision_id;
+
+    let p = sandbox.office_mut(Office::Archive);
+    p.signal(Signal::SIGTERM);
+    p.wait_exit(Duration::from_secs(30))
+        .await
+        .expect("the archive stops");
+    let (db, f) = (sandbox.db.clone(), file.clone());
+    tokio::task::spawn_blocking(move || restore_schema(&db, "archive", &f))
+        .await
+        .expect("restore");
+    let restarted = sandbox.start_another(Office::Archive).await;
+    let mut a =
+        ar::archive_client::ArchiveClient::new(channel_with(&restarted.endpoint(), &sandbox.token));
+    let get = |revision: &str| ar::GetNoteRequest {
+        namespace: "ops".into(),
+        revision_id: revision.to_owned(),
+    };
+    for revision in &before {
+        a.get_note(get(revision))
+            .await
+            .expect("a note from before the backup");
+    }
+    let gone = a
+        .get_note(get(&after))
+        .await
+        .expect_err("taken after the backup");
+    assert_eq!(lychd_testkit::refusal::reason(&gone), "NOTE_NOT_FOUND");
+    // The restored schema serves writes again (its grants and default privileges came back).
+    a.intake(intake(4)).await.expect("intake after the restore");
+    restarted.stop().await.expect("stops");
     sandbox.stop().await;
 }

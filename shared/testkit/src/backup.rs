@@ -55,6 +55,21 @@ pub fn dump(db: &TestDb, schema: Option<&str>, file: &Path) -> Duration {
     run(c, "pg_dump")
 }
 
+/// Restore one office's schema dump (`dump(db, Some(schema), …)`) into the database of `db`,
+/// after dropping that schema (the office stopped): `DROP SCHEMA … CASCADE` with `psql`, then
+/// `pg_restore --exit-on-error`.
+pub fn restore_schema(db: &TestDb, schema: &str, dump: &Path) -> Duration {
+    let mut c = Command::new(tool("psql"));
+    connection(&mut c, &db.host, db.port);
+    c.args(["-q", "-v", "ON_ERROR_STOP=1", "-d", &db.name, "-c"])
+        .arg(format!("DROP SCHEMA {schema} CASCADE"));
+    run(c, "psql drop schema");
+    let mut c = Command::new(tool("pg_restore"));
+    connection(&mut c, &db.host, db.port);
+    c.args(["--exit-on-error", "-d", &db.name]).arg(dump);
+    run(c, "pg_restore")
+}
+
 /// A cluster of its own (the machine's PostgreSQL binaries), stopped when dropped.
 pub struct FreshCluster {
     pub cluster: lychd_pg::Cluster,
