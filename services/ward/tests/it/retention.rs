@@ -234,3 +234,64 @@ async fn audit_partitions_are_append_only_and_an_old_month_is_detached_by_the_ow
         0
     );
 }
+
+/// Migration 0012 on a Ward that already has an audit: every record is kept — its sequence
+/// number, time, event and detail — each in the partition of its month, and the sequence goes
+/// on from where it was.
+#[tokio::test]
+async fn partitioning_the_audit_keeps_every_existing_record_in_its_month() {
+    use lychd_runtime::Office;
+    use sqlx::migrate::Migrator;
+    let db = lychd_testkit::test_db_unmigrated().await;
+    let opts = lychd_runtime::db::connect_options(&db.owner_url(Office::Ward), None, Office::Ward)
+        .expect("owner url");
+    let owner = lychd_runtime::db::pool(opts, 1).await.expect("owner");
+    let before = Migrator {
+        migrations: lychd_ward::MIGRATOR
+            .iter()
+            .filter(|m| m.version <= 11)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into(),
+        ..Migrator::DEFAULT
+    };
+    before.run(&owner).await.expect("migrations up to 0011");
+    sqlx::query(
+        "INSERT INTO ward.audit (at, event, detail, record_id)
+         SELECT now() - make_interval(days => 20 * i), 'test.before', jsonb_build_object('i', i),
+                CASE WHEN i % 2 = 0 THEN gen_random_uuid() END
+           FROM generate_series(1, 30) i",
+    )
+    .execute(&owner)
+    .await
+    .expect("an audit before");
+    let snapshot = "SELECT seq, at, detail::text FROM ward.audit ORDER BY seq";
+    let rows: Vec<(i64, time::OffsetDateTime, String)> = sqlx::query_as(snapshot)
+        .fetch_all(&owner)
+        .await
+        .expect("read");
+    lychd_ward::MIGRATOR.run(&owner).await.expect("0012");
+    let after: Vec<(i64, time::OffsetDateTime, String)> = sqlx::query_as(snapshot)
+        .fetch_all(&owner)
+        .await
+        .expect("read");
+    assert_eq!(after, rows, "every record kept as it was");
+    let misplaced: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM ward.audit a JOIN pg_class c ON c.oid = a.tableoid
+          WHERE c.relname <> 'audit_y' || to_char(a.at AT TIME ZONE 'UTC', 'YYYY\"m\"MM')",
+    )
+    .fetch_one(&owner)
+    .await
+    .expect("placement");
+    assert_eq!(misplaced, 0, "each record in its month's partition");
+    let next: i64 =
+        sqlx::query_scalar("INSERT INTO ward.audit (event) VALUES ('test.after') RETURNING seq")
+            .fetch_one(&owner)
+            .await
+            .expect("append");
+    assert_eq!(
+        next,
+        rows.last().expect("rows").0 + 1,
+        "the sequence goes on"
+    );
+}
