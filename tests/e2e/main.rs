@@ -3,6 +3,7 @@
 
 mod architecture;
 mod authority;
+mod backup;
 mod deveffect;
 mod devrace;
 mod devstack;

@@ -31,6 +31,10 @@ pub struct OfficeConfig {
     /// the office, which rejects unknown fields there too.
     #[serde(default)]
     pub office: toml::Table,
+    /// The office's retention job (`[retention]`), read with
+    /// [`crate::retention::Settings::load`] against the office's own rules.
+    #[serde(default)]
+    pub retention: toml::Table,
     /// The file this configuration came from (for error messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -136,6 +140,7 @@ impl OfficeConfig {
             },
             peers: BTreeMap::new(),
             office: toml::Table::new(),
+            retention: toml::Table::new(),
             source: None,
         }
     }

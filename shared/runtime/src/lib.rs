@@ -17,6 +17,7 @@ pub mod describe;
 pub mod feed;
 pub mod health;
 pub mod paging;
+pub mod retention;
 pub mod server;
 pub mod streams;
 pub mod telemetry;

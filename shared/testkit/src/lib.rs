@@ -21,6 +21,7 @@
 //! `target/lychd-test-pg-durable/`, for benches).
 //! A missing PostgreSQL fails the test with the install command; nothing is skipped.
 
+pub mod backup;
 pub mod bench;
 mod container;
 pub use container::{LABEL as CONTAINER_LABEL, container_name};

@@ -27,6 +27,8 @@ use crate::service::{Recheck, Recollection, Service};
 pub struct ArchiveService {
     ctx: ServeContext,
     service: Arc<Service>,
+    /// The retention job, stopped when serving ends and this service is dropped.
+    _retention: Option<lychd_runtime::retention::Job>,
 }
 
 fn err(e: ArchiveError) -> Status {
@@ -293,10 +295,12 @@ impl ArchiveService {
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let settings = crate::config::load(&ctx.config)?;
+        let retention = crate::service::retention::start(&ctx.config, ctx.pool.clone())?;
         let service = Service::new(settings, ctx.pool.clone());
         let server = ArchiveServer::new(ArchiveService {
             ctx: ctx.clone(),
             service,
+            _retention: retention,
         })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());

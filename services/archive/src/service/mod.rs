@@ -11,6 +11,7 @@
 //! once more after the transaction has ended, before returning any material.
 
 mod recollect;
+pub mod retention;
 
 use std::sync::Arc;
 

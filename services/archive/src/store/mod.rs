@@ -11,6 +11,7 @@
 pub mod namespaces;
 pub mod notes;
 pub mod receipts;
+pub mod retention;
 
 use sqlx::{PgPool, Postgres, Transaction};
 

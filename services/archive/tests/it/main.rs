@@ -11,4 +11,5 @@ mod lifecycle;
 mod model;
 mod recall;
 mod receipts;
+mod retention;
 mod timeouts;

@@ -32,6 +32,8 @@ use crate::service::{Filter, LeaseOutcome, Recheck, Service};
 pub struct DispatcherService {
     ctx: ServeContext,
     service: Arc<Service>,
+    /// The retention job, stopped when serving ends and this service is dropped.
+    _retention: Option<lychd_runtime::retention::Job>,
 }
 
 /// Page sizes of `ListLeases`: at most 1000, a larger size lowered to it.
@@ -480,6 +482,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             capabilities = settings.registry.len(),
             "registry loaded"
         );
+        let retention = crate::service::retention::start(&ctx.config, ctx.pool.clone())?;
         let service = Service::new(settings, ctx.pool.clone());
         service
             .ensure_admission()
@@ -488,6 +491,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
         let server = DispatcherServer::new(DispatcherService {
             ctx: ctx.clone(),
             service,
+            _retention: retention,
         })
         .max_decoding_message_size(ctx.max_message_bytes())
         .max_encoding_message_size(ctx.max_message_bytes());

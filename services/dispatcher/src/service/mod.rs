@@ -15,6 +15,7 @@ mod events;
 mod lease;
 mod leases;
 mod observe;
+pub mod retention;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

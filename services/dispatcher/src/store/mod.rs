@@ -15,3 +15,4 @@ macro_rules! live {
 pub mod admission;
 pub mod leases;
 pub mod observations;
+pub mod retention;

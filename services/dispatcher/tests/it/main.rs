@@ -17,4 +17,5 @@ mod liveness;
 mod ordering;
 mod ownership;
 mod probe;
+mod retention;
 mod startup;

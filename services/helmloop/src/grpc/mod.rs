@@ -341,11 +341,20 @@ fn subject_object(subject_id: &str) -> String {
     }
 }
 
+/// The HelmLoop office deletes nothing.
+static NO_RETENTION: lychd_runtime::retention::Rules = lychd_runtime::retention::Rules {
+    rules: &[],
+    upkeep: &[],
+};
+
 /// Start the office: read the `[office]` limits (a bad one refuses start-up with exit 2) and
 /// return the routes.
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let settings = crate::config::load(&ctx.config)?;
+        // No retention rule: records and evaluations are append-only and kept for good
+        // (docs/operations.md, "Retention"); `[retention]` is still validated.
+        lychd_runtime::retention::Settings::load(&ctx.config, &NO_RETENTION)?;
         tracing::info!(
             reduce_workers = settings.reduce_workers,
             max_input_bytes = settings.max_input_bytes,

@@ -29,6 +29,8 @@ pub struct OrchestratorService {
     dispatcher: Dispatcher,
     transitions: Arc<Transitions>,
     streams: lychd_runtime::streams::StreamLimit,
+    /// The retention job, stopped when serving ends and this service is dropped.
+    _retention: Option<lychd_runtime::retention::Job>,
 }
 
 /// [`Ask`] as the transition engine's [`Recheck`]: whether the authority still stands.
@@ -218,6 +220,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let settings = Arc::new(crate::config::load(&ctx.config)?);
         let dispatcher = Dispatcher::new(&ctx)?;
+        let retention = crate::service::retention::start(&ctx.config, ctx.pool.clone())?;
         let transitions = crate::service::startup::engine(
             settings.clone(),
             dispatcher.clone(),
@@ -226,7 +229,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             &ctx.finishing,
         )
         .await?;
-        Ok(routes(&ctx, settings, dispatcher, transitions))
+        Ok(routes(&ctx, settings, dispatcher, transitions, retention))
     })
 }
 
@@ -235,6 +238,7 @@ fn routes(
     settings: Arc<Settings>,
     dispatcher: Dispatcher,
     transitions: Arc<Transitions>,
+    retention: Option<lychd_runtime::retention::Job>,
 ) -> Routes {
     let streams =
         lychd_runtime::streams::StreamLimit::new(settings.stream_limit, settings.stream_share);
@@ -244,6 +248,7 @@ fn routes(
         dispatcher,
         transitions,
         streams,
+        _retention: retention,
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

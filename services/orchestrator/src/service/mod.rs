@@ -16,5 +16,6 @@ pub mod lease;
 pub mod memory;
 pub mod preview;
 pub mod resources;
+pub mod retention;
 pub mod startup;
 pub mod transition;

@@ -7,6 +7,7 @@
 pub mod lease;
 pub mod memory;
 pub mod resources;
+pub mod retention;
 
 use sqlx::{PgPool, Row};
 use time::OffsetDateTime;

@@ -13,6 +13,7 @@ mod memory;
 mod plan;
 mod reactor;
 mod resources;
+mod retention;
 mod stream;
 mod systemd;
 mod transition;

@@ -42,6 +42,8 @@ pub struct WardService {
     consent: consent::Handlers,
     proposals: proposals::Handlers,
     promotion: promotion::Handlers,
+    /// The retention job, stopped when serving ends and this service is dropped.
+    _retention: Option<lychd_runtime::retention::Job>,
 }
 
 #[tonic::async_trait]
@@ -283,13 +285,20 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             settings.stream_recheck_interval,
         );
         let helmloop = Link::from_context(&ctx)?;
+        let retention = crate::service::retention::start(&ctx.config, ctx.pool.clone())?;
         let services =
             Services::start(ctx.pool.clone(), settings, helmloop, &ctx.finishing).await?;
-        Ok(routes(&ctx, services, streams, recheck))
+        Ok(routes(&ctx, services, streams, recheck, retention))
     })
 }
 
-fn routes(ctx: &ServeContext, s: Services, streams: StreamLimit, recheck: Duration) -> Routes {
+fn routes(
+    ctx: &ServeContext,
+    s: Services,
+    streams: StreamLimit,
+    recheck: Duration,
+    retention: Option<lychd_runtime::retention::Job>,
+) -> Routes {
     let server = WardServer::new(WardService {
         identity: identity::Handlers {
             ctx: ctx.clone(),
@@ -316,6 +325,7 @@ fn routes(ctx: &ServeContext, s: Services, streams: StreamLimit, recheck: Durati
             ctx: ctx.clone(),
             promotions: s.promotions,
         },
+        _retention: retention,
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

@@ -14,6 +14,7 @@ pub mod decisions;
 pub mod identity;
 pub mod promotion;
 pub mod proposals;
+pub mod retention;
 
 use std::sync::Arc;
 

@@ -164,8 +164,11 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>, oldest: Arc<Mutex<
             }
         }
         set_oldest(first_queued.take());
+        // One time for the batch, whatever its retries: the audit is partitioned by time and
+        // its record ids are unique with their time, so a retry must carry the same one.
+        let at = time::OffsetDateTime::now_utc();
         let mut backoff = Duration::from_millis(50);
-        while let Err(e) = insert(&pool, &entries).await {
+        while let Err(e) = insert(&pool, &entries, at).await {
             // The error names no record content (sqlx errors carry no parameters).
             tracing::warn!(error = %e, records = entries.len(), "decision log write failed; retrying");
             tokio::time::sleep(backoff).await;
@@ -180,7 +183,11 @@ async fn write(pool: PgPool, mut rx: mpsc::Receiver<Message>, oldest: Arc<Mutex<
 }
 
 /// One statement, one transaction (asynchronous commit), in queue order.
-async fn insert(pool: &PgPool, entries: &[(Uuid, Entry)]) -> std::result::Result<(), sqlx::Error> {
+async fn insert(
+    pool: &PgPool,
+    entries: &[(Uuid, Entry)],
+    at: time::OffsetDateTime,
+) -> std::result::Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
     }
@@ -191,19 +198,20 @@ async fn insert(pool: &PgPool, entries: &[(Uuid, Entry)]) -> std::result::Result
     let details: Vec<String> = entries.iter().map(|(_, e)| e.detail.to_string()).collect();
     // Each record once: a retry of a batch that did commit writes nothing again.
     sqlx::query(
-        "INSERT INTO ward.audit (record_id, event, actor_id, subject_id, detail)
-         SELECT t.record_id, t.event, t.actor_id, t.subject_id, t.detail::jsonb
+        "INSERT INTO ward.audit (record_id, at, event, actor_id, subject_id, detail)
+         SELECT t.record_id, $6, t.event, t.actor_id, t.subject_id, t.detail::jsonb
            FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit,
                 unnest($5::uuid[], $1::text[], $2::uuid[], $3::uuid[], $4::text[])
                     WITH ORDINALITY AS t (record_id, event, actor_id, subject_id, detail, n)
           ORDER BY t.n
-         ON CONFLICT (record_id) DO NOTHING",
+         ON CONFLICT (record_id, at) DO NOTHING",
     )
     .bind(events)
     .bind(actors)
     .bind(subjects)
     .bind(details)
     .bind(ids)
+    .bind(at)
     .execute(pool)
     .await?;
     Ok(())

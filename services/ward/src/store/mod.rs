@@ -27,6 +27,7 @@ pub mod preauth;
 pub mod principals;
 pub mod promotions;
 pub mod proposals;
+pub mod retention;
 pub mod sessions;
 pub mod strangers;
 

@@ -18,6 +18,7 @@ mod preauth;
 mod promotion;
 mod proposals;
 mod race;
+mod retention;
 mod schema;
 mod secrets;
 mod streams;
