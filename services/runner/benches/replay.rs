@@ -73,6 +73,7 @@ async fn runs(service: &Arc<Service>) -> Vec<Uuid> {
         concurrency: 1,
         task_step_ms: 0,
         price_milli_per_1k_tokens: Default::default(),
+        effects: Default::default(),
     };
     let d = Driver::new(service.clone(), Models::none(), settings);
     while let Some(run) = leases::claim(&service.pool, d.holder(), 60_000)
