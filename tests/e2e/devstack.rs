@@ -96,8 +96,9 @@ async fn dev_stack_comes_up_and_stops_cleanly() {
         &tokens[&Office::Dispatcher],
     );
     a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(&endpoints, &tokens);
-    crate::devverify::a_verified_run_succeeds_on_its_owners_promotion_and_a_helmloop_pass_with_grpcurl(
-        &endpoints, &tokens,
+    let settlements = lychd_testkit::simeffect::SimEffect::start().await;
+    crate::devverify::a_loop_run_with_an_approved_effect_succeeds_on_a_helmloop_pass_and_replays_with_grpcurl(
+        &endpoints, &tokens, &settlements,
     );
     let external = lychd_testkit::simeffect::SimEffect::start().await;
     crate::deveffect::a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(

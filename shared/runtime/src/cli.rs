@@ -377,6 +377,10 @@ fn own_endpoint(listen: std::net::SocketAddr) -> String {
     format!("http://{}", std::net::SocketAddr::new(ip, listen.port()))
 }
 
+/// The exit code of an office whose listen address another process holds (its supervisor,
+/// `lychd dev`, chooses the ports again: the holder may have let go by the time it looks).
+pub const PORT_IN_USE_EXIT: u8 = 3;
+
 async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Secrets) -> ExitCode {
     let office = spec.office;
     let refuse = |msg: String| {
@@ -397,6 +401,10 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
     };
     let listener = match TcpListener::bind(config.server.listen).await {
         Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            refuse(format!("cannot bind {}: {e}", config.server.listen));
+            return ExitCode::from(PORT_IN_USE_EXIT);
+        }
         Err(e) => return refuse(format!("cannot bind {}: {e}", config.server.listen)),
     };
     let bound = match listener.local_addr() {

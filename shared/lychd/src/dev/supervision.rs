@@ -220,7 +220,10 @@ impl Supervised {
             {
                 // Gone: nothing to stop.
                 self.child = None;
-                if !port_free(self.port) {
+                // Taken when it bound (its own exit code says so; another stack's port
+                // probe may have let go since) or still taken now.
+                let in_use = status.code() == Some(i32::from(lychd_runtime::cli::PORT_IN_USE_EXIT));
+                if in_use || !port_free(self.port) {
                     return Err(anyhow::Error::new(PortTaken {
                         office: self.office,
                         port: self.port,

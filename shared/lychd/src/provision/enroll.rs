@@ -189,6 +189,8 @@ mod tests {
             Grant::Assign("runner:read_all", "run:*"),
             Grant::Assign("runner:cancel", "run:*"),
             Grant::Assign("runner:review", "run:*"),
+            Grant::Assign("runner:reconcile", "run:*"),
+            Grant::Assign("runner:effect_http", "destination:*"),
         ]);
         expected.extend(
             assignments(OPERATOR_GRANTS)
@@ -230,7 +232,8 @@ mod tests {
             } else if office == Office::Runner {
                 // Model steps: a lease on a capability and its release; no observation, no
                 // admission. Verification: observations, reads and reductions at HelmLoop and
-                // proposals to Ward (no owner record, no verdict).
+                // proposals to Ward (no owner record, no verdict). Effects: its consents proposed
+                // and consumed at Ward, and the effect-time permission on destinations.
                 let own: BTreeSet<Grant> = grants
                     .into_iter()
                     .filter(|g| matches!(g, Grant::Assign(..)))
@@ -244,6 +247,9 @@ mod tests {
                         Grant::Assign("helmloop:read", "subject:*"),
                         Grant::Assign("helmloop:reduce", "subject:*"),
                         Grant::Assign("ward:propose", "effect:helmloop"),
+                        Grant::Assign("ward:propose", "effect:runner"),
+                        Grant::Assign("ward:consume", "effect:runner"),
+                        Grant::Assign("runner:effect_http", "destination:*"),
                     ])
                 );
             } else if office == Office::Ward {

@@ -99,11 +99,17 @@ pub fn replay(f: &Frozen<'_>, record: &[Recorded]) -> Report {
     let mut p = Progress::default();
     let mut inputs_read = 0;
     for (index, t) in record.iter().enumerate() {
+        let elsewhere = answered_elsewhere(f, &state, &p, t.generation);
         let external = index == 0
             || EXTERNAL.contains(&t.trigger.as_str())
             || t.trigger.starts_with("recovery_")
-            || answered_elsewhere(f, &state, &p, t.generation);
+            || elsewhere;
         let mut tape = Tape::new(&t.inputs);
+        if elsewhere {
+            // The clock reads of a decision taken as recorded were the driver's, not a rule's
+            // over the answer: read past them.
+            tape.at = t.inputs.len();
+        }
         let decided = if external {
             progress_of(&t.body)
                 .map(|q| (t.trigger.clone(), q))
