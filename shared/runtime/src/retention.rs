@@ -84,6 +84,29 @@ impl Default for Section {
     }
 }
 
+/// The deploy example of `office` (`deploy/config/<office>.toml` under `workspace`) spells out
+/// `rules`' defaults: it validates, is enabled, names every rule and changes no age. Each
+/// office's unit test calls this (a panic names what differs).
+pub fn assert_the_deploy_example_states_the_defaults(
+    workspace: &std::path::Path,
+    office: crate::Office,
+    rules: &'static Rules,
+) {
+    let file = workspace.join(format!("deploy/config/{office}.toml"));
+    let config =
+        OfficeConfig::load(office, Some(&file), Vec::new()).unwrap_or_else(|e| panic!("{e}"));
+    let s = Settings::load(&config, rules).unwrap_or_else(|e| panic!("{e}"));
+    assert!(s.enabled, "{office}: retention enabled");
+    assert_eq!(
+        s.keep.len(),
+        rules.rules.len(),
+        "{office}: every rule named"
+    );
+    for (rule, keep) in &s.keep {
+        assert_eq!(*keep, rule.keep_seconds, "{office}: {}", rule.name);
+    }
+}
+
 /// Validated retention settings of one office.
 #[derive(Debug, Clone)]
 pub struct Settings {

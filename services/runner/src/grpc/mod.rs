@@ -106,6 +106,26 @@ impl RunnerService {
         let (principal, all) = self.reader(request, &format!("run:{id}")).await?;
         Ok((id, principal, all))
     }
+
+    /// The run a call names (`run_id`, decoded after the caller is authenticated), and the
+    /// caller Ward allows `action` on it.
+    async fn run_for<T>(
+        &self,
+        request: &Request<T>,
+        run_id: &str,
+        action: lychd_runtime::auth::Action,
+    ) -> Result<(Uuid, Principal), Status> {
+        let id = self
+            .ctx
+            .authorizer
+            .decoded(request, convert::run_id("run_id", run_id).map_err(err))
+            .await?;
+        let principal = self
+            .ctx
+            .authorize(request, action, &format!("run:{id}"))
+            .await?;
+        Ok((id, principal))
+    }
 }
 
 fn reader(principal: &Principal, all: bool) -> Reader<'_> {
@@ -215,17 +235,8 @@ impl Runner for RunnerService {
         &self,
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
-        let id = self
-            .ctx
-            .authorizer
-            .decoded(
-                &request,
-                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
-            )
-            .await?;
-        let principal = self
-            .ctx
-            .authorize(&request, actions::CANCEL, &format!("run:{id}"))
+        let (id, principal) = self
+            .run_for(&request, &request.get_ref().run_id, actions::CANCEL)
             .await?;
         let run = self.service.cancel(id, &principal.id).await.map_err(err)?;
         Ok(Response::new(pb::CancelRunResponse {
@@ -329,16 +340,8 @@ impl Runner for RunnerService {
         &self,
         request: Request<pb::InspectEffectRequest>,
     ) -> Result<Response<pb::InspectEffectResponse>, Status> {
-        let id = self
-            .ctx
-            .authorizer
-            .decoded(
-                &request,
-                convert::run_id("run_id", &request.get_ref().run_id).map_err(err),
-            )
-            .await?;
-        self.ctx
-            .authorize(&request, actions::RECONCILE, &format!("run:{id}"))
+        let (id, _) = self
+            .run_for(&request, &request.get_ref().run_id, actions::RECONCILE)
             .await?;
         let inspected = self.service.inspect_effect(id).await.map_err(err)?;
         Ok(Response::new(effects::inspected(&inspected)))

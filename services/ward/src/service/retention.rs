@@ -25,20 +25,13 @@ pub async fn round(pool: &PgPool, settings: &Settings) -> Swept {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// The deploy example spells out the defaults: it validates and changes nothing.
     #[test]
     fn the_deploy_example_states_the_defaults() {
-        let file =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/ward.toml");
-        let config = OfficeConfig::load(lychd_runtime::Office::Ward, Some(&file), Vec::new())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let s = settings(&config).unwrap_or_else(|e| panic!("{e}"));
-        assert!(s.enabled);
-        assert_eq!(s.keep.len(), RULES.rules.len());
-        for (rule, keep) in &s.keep {
-            assert_eq!(*keep, rule.keep_seconds, "{}", rule.name);
-        }
+        lychd_runtime::retention::assert_the_deploy_example_states_the_defaults(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+            lychd_runtime::Office::Ward,
+            super::RULES,
+        );
     }
 }
