@@ -91,7 +91,33 @@ impl Service {
         evidence_digest: &str,
     ) -> Result<RunRow, RunnerError> {
         let mut tx = self.pool.begin().await?;
-        let run = runs::lock(&mut tx, id, None)
+        match self
+            .resolve_in(&mut tx, principal, id, resolution, evidence_digest)
+            .await
+        {
+            Ok(after) => {
+                tx.commit().await?;
+                tracing::info!(run_id = %id, actor = principal, "unknown effect outcome resolved");
+                Ok(after)
+            }
+            Err(e) => {
+                // A refusal releases the run's row at once, not when the pooled connection
+                // is next used.
+                tx.rollback().await?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn resolve_in(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        principal: &str,
+        id: Uuid,
+        resolution: &Resolution,
+        evidence_digest: &str,
+    ) -> Result<RunRow, RunnerError> {
+        let run = runs::lock(tx, id, None)
             .await?
             .ok_or(RunnerError::RunNotFound)?;
         if run.state != HUMAN_RECONCILIATION {
@@ -101,7 +127,7 @@ impl Service {
         let Some(e) = p.effect.clone() else {
             return Err(RunnerError::NotReconciling);
         };
-        if ledger::ledger_digest(&mut *tx, id, e.sequence).await? != evidence_digest {
+        if ledger::ledger_digest(&mut **tx, id, e.sequence).await? != evidence_digest {
             return Err(RunnerError::EvidenceStale);
         }
         let event = resolution.event();
@@ -113,7 +139,7 @@ impl Service {
         let q = rules::resolved(&p, resolution);
         let checkpoint = self.checkpoint_with(&run, run.version + 1, &to, &q);
         let after = runs::commit_with(
-            &mut *tx,
+            &mut **tx,
             &run,
             &NewTransition {
                 source_state: &run.state,
@@ -140,7 +166,7 @@ impl Service {
                                                       "evidence_digest": evidence_digest}),
         };
         ledger::append(
-            &mut *tx,
+            &mut **tx,
             id,
             e.sequence,
             "reconciliation",
@@ -149,11 +175,9 @@ impl Service {
             &detail,
         )
         .await?;
-        if let Some(key) = ledger::find_key(&mut *tx, id, e.sequence).await? {
-            ledger::settle(&mut *tx, &key).await?;
+        if let Some(key) = ledger::find_key(&mut **tx, id, e.sequence).await? {
+            ledger::settle(&mut **tx, &key).await?;
         }
-        tx.commit().await?;
-        tracing::info!(run_id = %id, event, actor = principal, "unknown effect outcome resolved");
         Ok(after)
     }
 }
