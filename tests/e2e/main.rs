@@ -5,6 +5,7 @@ mod architecture;
 mod authority;
 mod backup;
 mod deveffect;
+mod devmetrics;
 mod devrace;
 mod devstack;
 mod devverify;
