@@ -120,3 +120,109 @@ impl Polled {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::metrics::{Metrics, MetricsConfig};
+
+    static QUERIES: AtomicUsize = AtomicUsize::new(0);
+
+    static GAUGES: &[Gauge] = &[Gauge {
+        name: "lychd.test.polled",
+        description: "a polled reading",
+        unit: "{thing}",
+    }];
+
+    static FAILING: &[Gauge] = &[Gauge {
+        name: "lychd.test.failing",
+        description: "a reading whose query fails",
+        unit: "{thing}",
+    }];
+
+    fn counted(_pool: PgPool) -> BoxFuture<'static, Result<Vec<Reading>, sqlx::Error>> {
+        let n = QUERIES.fetch_add(1, Ordering::SeqCst) + 1;
+        Box::pin(async move {
+            Ok(vec![
+                Reading::new("lychd.test.polled", n as f64).with("k", "v"),
+            ])
+        })
+    }
+
+    fn failing(_pool: PgPool) -> BoxFuture<'static, Result<Vec<Reading>, sqlx::Error>> {
+        Box::pin(async { Err(sqlx::Error::PoolTimedOut) })
+    }
+
+    async fn get(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        answer
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_scrape_storm_reads_memory_and_the_database_once_per_interval() {
+        let cfg = MetricsConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            refresh_seconds: 3600,
+            ..MetricsConfig::defaults(Office::Archive)
+        };
+        let metrics = Metrics::start(&cfg, Office::Archive, None)
+            .await
+            .expect("bind")
+            .expect("enabled");
+        let addr = metrics.addr().expect("listening");
+        // Never connected: neither query touches a database.
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .expect("lazy pool");
+        let _polled = Polled::start(Office::Archive, pool.clone(), GAUGES, counted).expect("on");
+        let _failing = Polled::start(Office::Archive, pool, FAILING, failing).expect("on");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while QUERIES.load(Ordering::SeqCst) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no first round");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let scrape = "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        let storm = (0..200).map(|_| get(addr, scrape));
+        for answer in futures::future::join_all(storm).await {
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            assert!(
+                answer.contains("\nlychd_test_polled{k=\"v\"} 1\n"),
+                "the first round's reading: {answer}"
+            );
+            assert!(
+                !answer.contains("lychd_test_failing"),
+                "a failed query leaves its gauge absent: {answer}"
+            );
+        }
+        assert_eq!(QUERIES.load(Ordering::SeqCst), 1, "200 scrapes, one query");
+        let missing = get(
+            addr,
+            "GET /other HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        let posted = get(
+            addr,
+            "POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(posted.starts_with("HTTP/1.1 405"), "{posted}");
+        metrics.shutdown().await;
+        // The listener's task is aborted; its socket closes once the runtime drops it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while tokio::net::TcpStream::connect(addr).await.is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the endpoint stops with the office"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
