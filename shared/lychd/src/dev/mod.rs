@@ -139,7 +139,7 @@ async fn run_offices(
     };
     std::fs::write(&layout.replicas, configuration::replicas_json(&sets)?)?;
     std::fs::write(
-        &layout.metrics(),
+        layout.metrics(),
         configuration::endpoints_json(&metrics[0])?,
     )?;
     std::fs::write(&layout.endpoints, configuration::endpoints_json(ports)?)?;
