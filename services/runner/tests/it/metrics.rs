@@ -51,10 +51,20 @@ async fn runs_are_counted_by_state_and_budgets_in_flight_summed_with_the_largest
     force_state(&s, &c.run_id, "SUCCEEDED", Some("succeeded")).await;
     let readings = read(pool).await.expect("read");
     assert_eq!(value(&readings, RUNS, "state", "SUCCEEDED"), 1.0);
-    assert_eq!(value(&readings, RUNS, "state", &a.state), 2.0, "{readings:?}");
+    assert_eq!(
+        value(&readings, RUNS, "state", &a.state),
+        2.0,
+        "{readings:?}"
+    );
     assert_eq!(value(&readings, BUDGET_USED, "budget", "steps"), 3.0);
     assert_eq!(value(&readings, BUDGET_USED, "budget", "tokens"), 400.0);
     assert_eq!(value(&readings, BUDGET_USED, "budget", "tool_calls"), 0.0);
-    assert_eq!(value(&readings, BUDGET_UTILIZATION, "budget", "steps"), 0.25);
-    assert_eq!(value(&readings, BUDGET_UTILIZATION, "budget", "tokens"), 0.3);
+    assert_eq!(
+        value(&readings, BUDGET_UTILIZATION, "budget", "steps"),
+        0.25
+    );
+    assert_eq!(
+        value(&readings, BUDGET_UTILIZATION, "budget", "tokens"),
+        0.3
+    );
 }
