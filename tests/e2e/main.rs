@@ -14,6 +14,7 @@ mod helmloop;
 mod inprocess;
 mod new_office;
 mod offices;
+mod otlpmetrics;
 mod provision;
 mod quadlet;
 mod replicas;
