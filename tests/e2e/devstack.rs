@@ -236,7 +236,7 @@ fn a_token_is_refused_at_any_office_but_its_own(
 /// The Orchestrator's service principal, with the credential `lychd dev` wrote for it (its
 /// session exchanged over grpcurl as an operator would): close admission on the simulated
 /// animator, wait for the drain, reopen it — then the operator leases again.
-fn orchestrator_closes_drains_and_reopens_with_its_own_credential(
+pub(crate) fn orchestrator_closes_drains_and_reopens_with_its_own_credential(
     endpoints: &BTreeMap<String, String>,
     state: &std::path::Path,
 ) {
@@ -381,7 +381,7 @@ fn base64_is_the_standard_alphabet_with_padding() {
     );
 }
 
-fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(
+pub(crate) fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcurl(
     endpoints: &BTreeMap<String, String>,
     tokens: &BTreeMap<Office, String>,
 ) {
@@ -524,7 +524,10 @@ const CONSENT_ARGUMENTS_BASE64: &str =
 /// of `effect:runner`, follows the run's consents with `WatchConsents`, sees the runner's
 /// proposal arrive pending (its secret argument censored), approves it with the binding digest
 /// it saw, and sees the verdict on the same stream.
-fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(ward: &str, token: &str) {
+pub(crate) fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
+    ward: &str,
+    token: &str,
+) {
     let operator = format!("authorization: Bearer {token}");
     let call = |bearer: &str, method: &str, body: &str| -> serde_json::Value {
         let out = grpcurl(&[
@@ -857,7 +860,7 @@ fn an_owner_approves_a_promotion_and_ward_delivers_its_records_with_grpcurl(
 /// The Archive walk of `docs/archive.md` (intake → promote → recall → revoke → resolve), run
 /// exactly as its command block says, with the dev operator's Archive session: the recall
 /// finds the note, and resolving its receipt after the revocation is refused.
-fn operator_walks_the_archive_as_documented(archive: &str, token: &str) {
+pub(crate) fn operator_walks_the_archive_as_documented(archive: &str, token: &str) {
     let doc = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/archive.md"),
     )

@@ -102,7 +102,7 @@ fn config(
     let s = secrets.display();
     let n = office.name();
     let mut text = format!(
-        "[server]\nlisten = \"127.0.0.1:{}\"\n\n\
+        "[server]\nlisten = \"127.0.0.1:{}\"\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
          [database]\nurl = \"postgres://{}@127.0.0.1:{pg}/lychd\"\npassword_file = \"{s}/lychd-{n}-app-password\"\n\
          migrate_url = \"postgres://{}@127.0.0.1:{pg}/lychd\"\nmigrate_password_file = \"{s}/lychd-{n}-owner-password\"\n\n\
          [auth]\ncredential_file = \"{s}/lychd-{n}-credential\"\n",

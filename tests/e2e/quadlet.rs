@@ -305,9 +305,16 @@ fn check(dir: &Path) -> Vec<String> {
         depends_on(&serve_name, s, &deps, &mut p);
         let port = office.default_port();
         let published = s.all("Container", "PublishPort");
-        if published != [format!("127.0.0.1:{port}:{port}").as_str()] {
+        let metrics = lychd_runtime::metrics::MetricsConfig::defaults(office)
+            .listen
+            .port();
+        let want = [
+            format!("127.0.0.1:{port}:{port}"),
+            format!("127.0.0.1:{metrics}:{metrics}"),
+        ];
+        if published != want {
             p.push(format!(
-                "{serve_name}: publishes {published:?}, want exactly 127.0.0.1:{port}:{port}"
+                "{serve_name}: publishes {published:?}, want exactly {want:?} (gRPC and metrics)"
             ));
         }
         if !s.all("Container", "Network").contains(&INTERNAL) {

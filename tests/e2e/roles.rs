@@ -93,7 +93,7 @@ fn write_config(
     std::fs::write(
         &path,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\n[auth]\ncredential_file = \"{}\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[metrics]\nlisten = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\n[auth]\ncredential_file = \"{}\"\n",
             db.runtime_url(office),
             db.owner_url(office),
             token.display()

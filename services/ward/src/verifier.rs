@@ -37,6 +37,7 @@ impl LocalVerifier {
     pub fn new(pool: PgPool, finishing: &Finishing) -> Self {
         let (strangers, _writer) = Tally::start(pool.clone());
         let (log, _writer) = DecisionLog::start(pool.clone());
+        crate::service::metrics::observe_queue(&log, "local");
         let verifier = LocalVerifier {
             resolver: Resolver::start(pool),
             log,
@@ -102,9 +103,11 @@ impl Verifier for LocalVerifier {
             expected_policy_generation: query.expected_policy_generation,
             asked_by: None,
         };
+        let started = std::time::Instant::now();
         let d = decisions::authorize(&self.resolver, &self.log, &question)
             .await
             .map_err(unavailable)?;
+        crate::service::metrics::decided("local", started);
         if d.reason.is_authentication_failure() {
             self.strangers.count(SOURCE, d.reason.as_str());
         }

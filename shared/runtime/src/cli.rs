@@ -240,7 +240,31 @@ async fn run_serve(spec: &OfficeSpec, config: OfficeConfig) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let metrics = match crate::metrics::Metrics::start(
+        &config.metrics,
+        office,
+        crate::telemetry::otlp_endpoint(&config.telemetry).as_deref(),
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!(
+                "lychd-{office}: refusing to serve: cannot bind metrics.listen {}: {e}",
+                config.metrics.listen
+            );
+            telemetry.shutdown().await;
+            return ExitCode::from(if e.kind() == std::io::ErrorKind::AddrInUse {
+                PORT_IN_USE_EXIT
+            } else {
+                1
+            });
+        }
+    };
     let code = serve_until_signal(spec, config, secrets).await;
+    if let Some(metrics) = metrics {
+        metrics.shutdown().await;
+    }
     telemetry.shutdown().await;
     code
 }

@@ -35,6 +35,8 @@ pub struct OfficeConfig {
     /// [`crate::retention::Settings::load`] against the office's own rules.
     #[serde(default)]
     pub retention: toml::Table,
+    /// The metrics provider, scrape endpoint and database gauges (`[metrics]`).
+    pub metrics: crate::metrics::MetricsConfig,
     /// The file this configuration came from (for error messages).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -141,6 +143,7 @@ impl OfficeConfig {
             peers: BTreeMap::new(),
             office: toml::Table::new(),
             retention: toml::Table::new(),
+            metrics: crate::metrics::MetricsConfig::defaults(office),
             source: None,
         }
     }
@@ -221,6 +224,9 @@ impl OfficeConfig {
                     "must not contain a password; give it by reference in the *_password_file field",
                 ));
             }
+        }
+        if let Some((field, message)) = self.metrics.problem() {
+            return Err(bad(field, message));
         }
         for (name, peer) in &self.peers {
             if Office::from_name(name).is_none() {
@@ -462,6 +468,48 @@ mod tests {
     }
 
     #[test]
+    fn metrics_listen_off_loopback_is_refused_unless_allowed() {
+        let vars = |extra: &[(&str, &str)]| {
+            let mut v = vec![(
+                "LYCHD_WARD__METRICS__LISTEN".to_owned(),
+                "0.0.0.0:9464".to_owned(),
+            )];
+            v.extend(
+                extra
+                    .iter()
+                    .map(|(k, x)| ((*k).to_owned(), (*x).to_owned())),
+            );
+            v
+        };
+        match OfficeConfig::load(Office::Ward, None, vars(&[])) {
+            Err(ConfigError::Invalid { field, .. }) => assert_eq!(field, "metrics.listen"),
+            other => panic!("refused: {other:?}"),
+        }
+        let allowed = OfficeConfig::load(
+            Office::Ward,
+            None,
+            vars(&[("LYCHD_WARD__METRICS__ALLOW_NON_LOOPBACK", "true")]),
+        )
+        .expect("allowed");
+        assert_eq!(allowed.metrics.listen.port(), 9464);
+        let defaults = OfficeConfig::defaults(Office::Ward).metrics;
+        assert!(defaults.listen.ip().is_loopback() && defaults.enabled);
+        match OfficeConfig::load(
+            Office::Ward,
+            None,
+            vec![(
+                "LYCHD_WARD__METRICS__REFRESH_SECONDS".to_owned(),
+                "0".to_owned(),
+            )],
+        ) {
+            Err(ConfigError::Invalid { field, .. }) => {
+                assert_eq!(field, "metrics.refresh_seconds")
+            }
+            other => panic!("refused: {other:?}"),
+        }
+    }
+
+    #[test]
     fn example_configs_load() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config");
         for office in Office::ALL {
@@ -469,6 +517,13 @@ mod tests {
             let cfg =
                 OfficeConfig::load(office, Some(&file), no_env()).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(cfg.server.listen.port(), office.default_port(), "{office}");
+            assert_eq!(
+                cfg.metrics.listen.port(),
+                crate::metrics::MetricsConfig::defaults(office)
+                    .listen
+                    .port(),
+                "{office}: the metrics port the Quadlet publishes"
+            );
             assert!(
                 cfg.database.url.contains(&office.runtime_role()),
                 "{office}"

@@ -16,6 +16,7 @@ pub mod db;
 pub mod describe;
 pub mod feed;
 pub mod health;
+pub mod metrics;
 pub mod paging;
 pub mod retention;
 pub mod server;

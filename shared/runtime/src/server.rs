@@ -200,6 +200,9 @@ pub async fn serve(
                 .on_failure(log_failure),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(crate::metrics::MetricsLayer::new(&crate::metrics::meter(
+            office,
+        )))
         .layer(lychd_auth::layer::AuthLayer::new(
             &ctx.authorizer,
             ctx.self_authenticating,

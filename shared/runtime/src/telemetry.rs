@@ -37,12 +37,7 @@ impl Telemetry {
                 .with_writer(std::io::stderr)
                 .boxed(),
         };
-        let endpoint = cfg
-            .otlp_endpoint
-            .clone()
-            .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
-            .filter(|e| !e.is_empty());
-        let provider = match endpoint {
+        let provider = match otlp_endpoint(cfg) {
             Some(endpoint) => {
                 use opentelemetry_otlp::WithExportConfig;
                 let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -78,6 +73,15 @@ impl Telemetry {
             let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
         }
     }
+}
+
+/// The OTLP/gRPC collector: `telemetry.otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`;
+/// none when neither is set (spans and metrics are then not pushed).
+pub fn otlp_endpoint(cfg: &TelemetryConfig) -> Option<String> {
+    cfg.otlp_endpoint
+        .clone()
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+        .filter(|e| !e.is_empty())
 }
 
 /// The span of one incoming request, child of the caller's trace context when one was sent.

@@ -374,7 +374,7 @@ fn write_config(
         router.route(&mut url);
     }
     let mut toml = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = {}\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace_ms = {}\n\n[database]\nurl = \"{}\"\nmigrate_url = \"{}\"\nmax_connections = {}\n\n[telemetry]\nformat = \"json\"\nfilter = \"info\"\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n",
         b.grace_ms.unwrap_or(10_000),
         url,
         db.owner_url(office),

@@ -10,6 +10,7 @@
 //! and recall after theirs); a refusal there rolls everything back. The handler asks
 //! once more after the transaction has ended, before returning any material.
 
+mod metrics;
 mod recollect;
 pub mod retention;
 

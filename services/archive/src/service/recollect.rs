@@ -14,6 +14,19 @@ impl Service {
         cmd: &RecallCommand,
         recheck: Recheck,
     ) -> Result<Recollection> {
+        let started = std::time::Instant::now();
+        let recalled = self.recall_measured(subject, cmd, recheck).await;
+        super::metrics::recalled(started, &recalled);
+        recalled
+    }
+
+    /// [`Service::recall`], measured by it.
+    async fn recall_measured(
+        &self,
+        subject: &str,
+        cmd: &RecallCommand,
+        recheck: Recheck,
+    ) -> Result<Recollection> {
         let ns = cmd.namespace.as_str();
         let query_digest = digest::query(&cmd.query);
         let request = digest::recall(&query_digest, &cmd.purpose, cmd.max_results, cmd.max_chars);

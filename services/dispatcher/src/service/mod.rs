@@ -14,6 +14,7 @@ mod admission;
 mod events;
 mod lease;
 mod leases;
+pub mod metrics;
 mod observe;
 pub mod retention;
 
@@ -45,6 +46,8 @@ pub struct Service {
     pub settings: Settings,
     pub pool: PgPool,
     streams: StreamLimit,
+    /// The gauges read from the office's schema, polled while the service lives.
+    _gauges: Option<lychd_runtime::metrics::Polled>,
 }
 
 impl Service {
@@ -52,6 +55,7 @@ impl Service {
         let streams = StreamLimit::new(settings.stream_limit, settings.stream_share);
         Arc::new(Service {
             settings,
+            _gauges: metrics::start(pool.clone()),
             pool,
             streams,
         })

@@ -14,5 +14,6 @@ macro_rules! live {
 
 pub mod admission;
 pub mod leases;
+pub mod metrics;
 pub mod observations;
 pub mod retention;

@@ -14,6 +14,7 @@ mod input;
 mod leases;
 mod limits;
 mod liveness;
+mod metrics;
 mod ordering;
 mod ownership;
 mod probe;

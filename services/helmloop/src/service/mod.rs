@@ -4,6 +4,7 @@
 //! [`Workers`] pool, off the async runtime's threads, so one large bundle never stalls other
 //! calls.
 
+mod metrics;
 mod suites;
 
 use std::collections::BTreeMap;
@@ -211,7 +212,8 @@ impl Service {
         store: bool,
     ) -> Result<Reduced> {
         let max = self.settings.max_input_bytes;
-        self.workers
+        let reduced = self
+            .workers
             .run(move || {
                 let parsed = EvaluationInput::parse_with(&input, ParseOptions { max_bytes: max })
                     .map_err(|e| parse_error("input", &e))?;
@@ -237,7 +239,9 @@ impl Service {
                     records: 0,
                 })
             })
-            .await?
+            .await?;
+        metrics::reduced(&reduced, "inline");
+        reduced
     }
 
     /// Parse a context (at most `max_record_bytes`) and the subject and revision it binds.
@@ -279,7 +283,8 @@ impl Service {
         if bodies.len() > max || bodies.iter().map(Vec::len).sum::<usize>() > max_bytes {
             return Err(HelmLoopError::StoredSetTooLarge);
         }
-        self.workers
+        let reduced = self
+            .workers
             .run(move || {
                 let context_bytes = to_canonical_vec(&context)
                     .map_err(|_| HelmLoopError::Internal("a parsed context serializes"))?;
@@ -294,7 +299,9 @@ impl Service {
                     records: bodies.len(),
                 })
             })
-            .await?
+            .await?;
+        metrics::reduced(&reduced, "stored");
+        reduced
     }
 
     /// Store `reduced` for `principal` after `recheck` allows it (idempotent per input digest).

@@ -31,6 +31,8 @@ pub struct OrchestratorService {
     streams: lychd_runtime::streams::StreamLimit,
     /// The retention job, stopped when serving ends and this service is dropped.
     _retention: Option<lychd_runtime::retention::Job>,
+    /// The gauges read from the office's schema, polled until this service is dropped.
+    _gauges: Option<lychd_runtime::metrics::Polled>,
 }
 
 /// [`Ask`] as the transition engine's [`Recheck`]: whether the authority still stands.
@@ -249,6 +251,7 @@ fn routes(
         transitions,
         streams,
         _retention: retention,
+        _gauges: crate::service::metrics::start(ctx.pool.clone()),
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

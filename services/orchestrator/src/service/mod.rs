@@ -14,6 +14,7 @@
 pub mod containment;
 pub mod lease;
 pub mod memory;
+pub mod metrics;
 pub mod preview;
 pub mod resources;
 pub mod retention;

@@ -6,6 +6,7 @@
 
 pub mod lease;
 pub mod memory;
+pub mod metrics;
 pub mod resources;
 pub mod retention;
 

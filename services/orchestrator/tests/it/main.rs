@@ -10,6 +10,7 @@ mod gauge;
 mod host;
 mod lease;
 mod memory;
+mod metrics;
 mod plan;
 mod reactor;
 mod resources;

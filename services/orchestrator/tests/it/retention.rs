@@ -6,12 +6,12 @@
 use lychd_runtime::Office;
 use sqlx::PgConnection;
 
-fn id(n: u8) -> String {
+pub(crate) fn id(n: u8) -> String {
     format!("{n:032x}")
 }
 
 /// A transition `n` in `phase`, requested and journalled `age` ago, final when `done`.
-async fn transition(su: &mut PgConnection, n: u8, phase: &str, age: &str, done: bool) {
+pub(crate) async fn transition(su: &mut PgConnection, n: u8, phase: &str, age: &str, done: bool) {
     let id = id(n);
     sqlx::query(
         "INSERT INTO orchestrator.transitions (id, capability_key, priority, requested_by, action,

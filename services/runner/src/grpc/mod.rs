@@ -33,6 +33,8 @@ pub struct RunnerService {
     ctx: ServeContext,
     service: Arc<Service>,
     streams: lychd_runtime::streams::StreamLimit,
+    /// The gauges read from the office's schema, polled until this service is dropped.
+    _gauges: Option<lychd_runtime::metrics::Polled>,
 }
 
 /// Run streams the office serves at once, and its default share per principal (fixed in this
@@ -431,6 +433,7 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
 fn routes(ctx: &ServeContext, service: Arc<Service>) -> Routes {
     let server = RunnerServer::new(RunnerService {
         ctx: ctx.clone(),
+        _gauges: crate::service::metrics::start(ctx.pool.clone()),
         service,
         streams: lychd_runtime::streams::StreamLimit::new(
             STREAM_LIMIT,

@@ -8,6 +8,7 @@
 pub mod checkpoints;
 pub mod driver;
 pub mod effects;
+pub mod metrics;
 pub mod migrations;
 pub mod recovery;
 pub mod replay;

@@ -11,6 +11,7 @@
 pub mod effects;
 pub mod feed;
 pub mod leases;
+pub mod metrics;
 pub mod provenance;
 pub mod recovery;
 pub mod replay;

@@ -12,6 +12,7 @@ mod effect_secrets;
 mod effects;
 mod fence;
 mod input;
+mod metrics;
 mod migrations;
 mod model;
 mod recovery;

@@ -44,6 +44,8 @@ pub struct WardService {
     promotion: promotion::Handlers,
     /// The retention job, stopped when serving ends and this service is dropped.
     _retention: Option<lychd_runtime::retention::Job>,
+    /// The gauges read from the office's schema, polled until this service is dropped.
+    _gauges: Option<lychd_runtime::metrics::Polled>,
 }
 
 #[tonic::async_trait]
@@ -326,6 +328,7 @@ fn routes(
             promotions: s.promotions,
         },
         _retention: retention,
+        _gauges: crate::service::metrics::start(ctx.pool.clone()),
     })
     .max_decoding_message_size(ctx.max_message_bytes())
     .max_encoding_message_size(ctx.max_message_bytes());

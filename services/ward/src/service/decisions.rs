@@ -117,7 +117,9 @@ impl Decisions {
     ) -> Result<Asked<DecisionRecord>> {
         let object = decision_object(q.audience);
         let asker = decide_question(bearer, &object);
+        let started = std::time::Instant::now();
         let asked = store::decisions::authorize_asked(&self.resolver, &self.log, &asker, q).await?;
+        super::metrics::decided("rpc", started);
         match &asked {
             Asked::Refused(d) => self.count_asker(source, d),
             Asked::Answered(d) if d.reason.is_authentication_failure() => {

@@ -12,6 +12,7 @@
 pub mod consent;
 pub mod decisions;
 pub mod identity;
+pub mod metrics;
 pub mod promotion;
 pub mod proposals;
 pub mod retention;
@@ -50,6 +51,7 @@ impl Services {
     ) -> anyhow::Result<Services> {
         let (log, writer) = DecisionLog::start_with(pool.clone(), settings.decision_log_max_age);
         finishing.push(writer);
+        metrics::observe_queue(&log, "rpc");
         let rules = settings
             .preauth_rules()
             .map_err(|e| anyhow::anyhow!("preauthorization rules refused: {e}"))?;

@@ -119,6 +119,16 @@ impl DecisionLog {
             .map_err(|_| WardError::DecisionLogUnavailable)
     }
 
+    /// How many records are queued and not yet taken by the writer, asked later (for a
+    /// gauge); `None` once the writer has ended. Holds no handle that keeps the writer alive.
+    pub fn depth_probe(&self) -> impl Fn() -> Option<usize> + Send + Sync + 'static {
+        let queue = self.queue.downgrade();
+        move || {
+            let queue = queue.upgrade()?;
+            Some(queue.max_capacity() - queue.capacity())
+        }
+    }
+
     /// Wait until everything queued before this call is committed.
     pub async fn flush(&self) -> Result<()> {
         let (done, written) = oneshot::channel();

@@ -23,6 +23,7 @@ pub mod consents;
 pub mod credentials;
 pub mod decision_log;
 pub mod decisions;
+pub mod metrics;
 pub mod preauth;
 pub mod principals;
 pub mod promotions;

@@ -14,6 +14,7 @@ mod decision_log;
 mod decisions;
 mod faults;
 mod grpc;
+mod metrics;
 mod preauth;
 mod promotion;
 mod proposals;

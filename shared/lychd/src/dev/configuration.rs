@@ -90,6 +90,11 @@ impl Layout {
         })
     }
 
+    /// Each office's metrics scrape address while the stack runs (`dev/metrics.json`).
+    pub fn metrics(&self) -> PathBuf {
+        self.dev.join("metrics.json")
+    }
+
     /// The operator's session for `office`, renewed at every start: bound to that office
     /// alone, so an office that receives it cannot replay it at another (nor at Ward).
     pub fn operator_token(&self, office: Office) -> PathBuf {
@@ -104,6 +109,7 @@ impl Layout {
         }
         let _ = std::fs::remove_file(&self.endpoints);
         let _ = std::fs::remove_file(&self.replicas);
+        let _ = std::fs::remove_file(self.metrics());
         Ok(())
     }
 
@@ -209,6 +215,34 @@ fn ports_from(
     Ok(ports)
 }
 
+/// How often `lychd dev`'s offices refresh their database gauges, in seconds.
+pub(super) const DEV_METRICS_REFRESH_SECONDS: u64 = 2;
+
+/// The offices' metrics ports, one set per replica: free ports, none of `taken` (the gRPC
+/// ports) and none chosen twice. An office that finds its port taken by the time it binds
+/// exits as for its gRPC port, and every port is chosen again.
+pub(super) fn metrics_ports(
+    taken: &[BTreeMap<Office, u16>],
+) -> anyhow::Result<Vec<BTreeMap<Office, u16>>> {
+    let mut used: std::collections::BTreeSet<u16> =
+        taken.iter().flat_map(|set| set.values().copied()).collect();
+    let mut sets = Vec::new();
+    for _ in taken {
+        let mut set = BTreeMap::new();
+        for office in Office::ALL {
+            let port = loop {
+                let p = lychd_pg::free_port()?;
+                if used.insert(p) {
+                    break p;
+                }
+            };
+            set.insert(office, port);
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
 /// The replicas file: `{"dispatcher": ["127.0.0.1:50051", "127.0.0.1:50057"], …}`, each
 /// office's replicas in order (the first is the one `endpoints.json` names).
 pub(super) fn replicas_json(sets: &[BTreeMap<Office, u16>]) -> serde_json::Result<String> {
@@ -237,6 +271,8 @@ pub(super) struct Configs<'a> {
     /// This replica's ports (its own listeners, and the peers it calls: the same replica of
     /// every other office).
     pub ports: &'a BTreeMap<Office, u16>,
+    /// This replica's metrics scrape ports (`[metrics] listen`).
+    pub metrics: &'a BTreeMap<Office, u16>,
     /// Which replica these configurations are for (0: the first).
     pub replica: usize,
     pub pg_port: u16,
@@ -291,6 +327,12 @@ impl Configs<'_> {
                 file.display()
             ));
         }
+        // Gauges read from the database refresh every 2 s here (15 s by default), so what an
+        // operator just did shows at the next scrape.
+        s.push_str(&format!(
+            "\n[metrics]\nlisten = \"{}\"\nrefresh_seconds = {DEV_METRICS_REFRESH_SECONDS}\n",
+            loopback(self.metrics[&office])
+        ));
         for (peer, port) in self.ports.iter().filter(|(p, _)| **p != office) {
             s.push_str(&format!(
                 "\n[peers.{peer}]\nendpoint = \"{}\"\n",
@@ -381,6 +423,7 @@ mod tests {
         let configs = Configs {
             layout: &layout,
             ports: &ports,
+            metrics: &ports.iter().map(|(o, p)| (*o, p + 1000)).collect(),
             replica: 0,
             pg_port: PG_PORT,
             runtime: RUNTIME,
@@ -391,6 +434,28 @@ mod tests {
         let path = configs.write(office).expect("write");
         assert_eq!(path, layout.config(office));
         OfficeConfig::load(office, Some(&path), Vec::new()).expect("the office accepts it")
+    }
+
+    #[test]
+    fn every_office_scrapes_on_its_own_loopback_port_and_refreshes_quickly() {
+        let state = tempfile::tempdir().expect("tmp");
+        for office in Office::ALL {
+            let config = written(state.path(), office);
+            assert_eq!(
+                config.metrics.listen,
+                loopback(office.default_port() + 1000),
+                "{office}"
+            );
+            assert_eq!(config.metrics.refresh_seconds, DEV_METRICS_REFRESH_SECONDS);
+        }
+        let grpc = vec![default_ports(), default_ports()];
+        let sets = metrics_ports(&grpc).expect("ports");
+        let all: std::collections::BTreeSet<u16> = sets
+            .iter()
+            .flat_map(|s| s.values().copied())
+            .chain(grpc[0].values().copied())
+            .collect();
+        assert_eq!(all.len(), 3 * Office::ALL.len(), "no port chosen twice");
     }
 
     #[test]

@@ -90,14 +90,17 @@ async fn run_offices(
     // is published before every office serves on its own listener, identified by its instance
     // id (`supervision`), so the endpoints file never names a port of anyone else's.
     let mut attempt = 1;
-    let (sets, mut offices) = loop {
+    let (sets, metrics, mut offices) = loop {
         let sets = configuration::choose_ports(args.base_port, usize::from(args.replicas))?;
+        let metrics = configuration::metrics_ports(&sets)?;
         let configs: Vec<Configs> = sets
             .iter()
+            .zip(&metrics)
             .enumerate()
-            .map(|(replica, ports)| Configs {
+            .map(|(replica, (ports, metrics))| Configs {
                 layout,
                 ports,
+                metrics,
                 replica,
                 pg_port: postgres.port(),
                 runtime: &runtime_endpoint,
@@ -109,7 +112,7 @@ async fn run_offices(
         let mut offices = Vec::new();
         let started = start_offices(&configs, bin_dir, layout, &mut offices).await;
         match started {
-            Ok(()) => break (sets, offices),
+            Ok(()) => break (sets, metrics, offices),
             Err(e) => {
                 supervision::stop_all(&mut offices).await;
                 match e.downcast_ref::<supervision::PortTaken>() {
@@ -135,6 +138,10 @@ async fn run_offices(
         }
     };
     std::fs::write(&layout.replicas, configuration::replicas_json(&sets)?)?;
+    std::fs::write(
+        layout.metrics(),
+        configuration::endpoints_json(&metrics[0])?,
+    )?;
     std::fs::write(&layout.endpoints, configuration::endpoints_json(ports)?)?;
     print!(
         "{}",
@@ -147,6 +154,7 @@ async fn run_offices(
         )
     );
     print!("{}", summary::console(layout, &console.url));
+    print!("{}", summary::metrics(layout, &metrics[0]));
 
     if sets.len() > 1 {
         print!("{}", summary::replicas(&sets));
@@ -158,6 +166,7 @@ async fn run_offices(
     host.stop().await;
     let _ = std::fs::remove_file(&layout.endpoints);
     let _ = std::fs::remove_file(&layout.replicas);
+    let _ = std::fs::remove_file(layout.metrics());
     Ok(())
 }
 

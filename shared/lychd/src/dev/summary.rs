@@ -100,6 +100,22 @@ pub(super) fn console(layout: &Layout, url: &str) -> String {
     )
 }
 
+/// Where each office's Prometheus scrape endpoint is, printed after the console.
+pub(super) fn metrics(layout: &Layout, ports: &BTreeMap<Office, u16>) -> String {
+    let mut lines = vec![format!(
+        "metrics       {} (Prometheus text at GET /metrics; no session needed, loopback only)",
+        layout.metrics().display()
+    )];
+    for (office, port) in ports {
+        lines.push(format!(
+            "  {:<11} http://{}/metrics",
+            office.name(),
+            loopback(*port)
+        ));
+    }
+    lines.join("\n") + "\n"
+}
+
 /// The replicas, printed after the summary when there is more than one: each office's
 /// addresses in order (the first is the one `endpoints.json` names).
 pub(super) fn replicas(sets: &[BTreeMap<Office, u16>]) -> String {
