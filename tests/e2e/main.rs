@@ -24,6 +24,7 @@ mod strangers;
 mod telemetry;
 mod testkit;
 mod tidy;
+mod tls;
 mod wire;
 
 use std::process::Output;

@@ -115,10 +115,23 @@ fn configured_secrets(office: Office, which: &[&str]) -> BTreeSet<String> {
     let file = deploy().join(format!("config/{office}.toml"));
     let cfg = OfficeConfig::load(office, Some(&file), Vec::new()).expect("shipped config loads");
     let mut names = BTreeSet::new();
+    let root_cert = |url: &str| {
+        url.split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("sslrootcert="))
+            .map(std::path::PathBuf::from)
+    };
     for (field, path) in [
         ("password_file", cfg.database.password_file),
         ("migrate_password_file", cfg.database.migrate_password_file),
         ("credential_file", cfg.auth.credential_file),
+        ("password_file", root_cert(&cfg.database.url)),
+        (
+            "migrate_password_file",
+            root_cert(&cfg.database.migrate_url),
+        ),
+        ("credential_file", cfg.tls.cert_file),
+        ("credential_file", cfg.tls.key_file),
+        ("credential_file", cfg.tls.ca_file),
     ] {
         if let Some(name) = path
             .filter(|_| which.contains(&field))
