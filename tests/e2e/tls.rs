@@ -204,3 +204,69 @@ async fn mutual_tls_checks_the_certificate_against_the_session() {
     assert_eq!(serving, 1, "SERVING");
     s.stop().await;
 }
+
+/// PostgreSQL over TLS: a cluster serving a certificate of a throwaway CA. The runtime role
+/// connects with `sslmode=verify-full` and `sslrootcert` (by reference) and its session is
+/// encrypted; against a CA that did not issue the server's certificate, the pool `serve` makes
+/// is refused with the certificate's error.
+#[tokio::test]
+async fn postgres_over_tls_verifies_the_server_certificate() {
+    let pki = Pki::new();
+    let cluster = lychd_pg::Cluster::new(pki.dir.path().join("pg")).expect("cluster");
+    cluster.init().expect("initdb");
+    let now = time::OffsetDateTime::now_utc();
+    let server = pki
+        .ca
+        .issue_for(
+            &["localhost".to_owned(), "127.0.0.1".to_owned()],
+            now - time::Duration::hours(1),
+            now + time::Duration::days(1),
+        )
+        .expect("issue");
+    cluster
+        .enable_tls(&server.cert_pem, &server.key_pem)
+        .expect("tls");
+    let port = lychd_pg::free_port().expect("port");
+    cluster
+        .start(port, lychd_pg::Durability::Throwaway)
+        .expect("start");
+    lychd_pg::provision(port, "lychd").await.expect("provision");
+
+    let ca = pki.ca.write_ca(pki.dir.path()).expect("ca");
+    let other_dir = pki.dir.path().join("other");
+    let other = DevCa::new("another CA")
+        .expect("ca")
+        .write_ca(&other_dir)
+        .expect("ca");
+    let pool_with = |root: &std::path::Path| {
+        let url = format!(
+            "postgres://{}@127.0.0.1:{port}/lychd?sslmode=verify-full&sslrootcert={}",
+            Office::Ward.runtime_role(),
+            root.display()
+        );
+        let opts = lychd_runtime::db::connect_options(&url, None, Office::Ward).expect("url");
+        lychd_runtime::db::pool(opts, 1)
+    };
+    let encrypted = async {
+        let pool = pool_with(&ca).await?;
+        let ssl: bool =
+            sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                .fetch_one(&pool)
+                .await?;
+        pool.close().await;
+        Ok::<_, sqlx::Error>(ssl)
+    }
+    .await;
+    let refused = pool_with(&other).await;
+    cluster.stop().expect("stop");
+    assert!(
+        encrypted.expect("verified connection"),
+        "the session is encrypted"
+    );
+    let error = refused.expect_err("a CA that did not issue the server's certificate");
+    let text = error.to_string();
+    assert!(
+        text.contains("UnknownIssuer") || text.contains("certificate"),
+        "{text}"
+    );
+}
