@@ -7,6 +7,7 @@ mod backup;
 mod deveffect;
 mod devrace;
 mod devstack;
+mod devtls;
 mod devverify;
 mod documented;
 mod helmloop;
