@@ -105,6 +105,23 @@ async fn dev_stack_runs_over_tls_and_refuses_plaintext() {
         );
     }
 
+    // The office's own healthcheck (the Quadlets' HealthCmd) reaches it over TLS, verifying its
+    // certificate for `ward.lychd.internal` with the CA of its configuration.
+    let ward_config = state.path().join("dev/config/ward.toml");
+    let ward_port = endpoints["ward"].rsplit(':').next().expect("port");
+    let out = std::process::Command::new(bin_path("lychd-ward"))
+        .arg("--config")
+        .arg(&ward_config)
+        .args(["healthcheck", "--addr", &format!("127.0.0.1:{ward_port}")])
+        .output()
+        .expect("healthcheck");
+    assert!(
+        out.status.success() && text(&out.stdout).contains("SERVING"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
     // A lease and its release through the Dispatcher, which asks Ward over mutual TLS.
     let dispatcher = &endpoints["dispatcher"];
     let bearer = format!("authorization: Bearer {}", token(Office::Dispatcher));
@@ -157,4 +174,22 @@ async fn dev_stack_runs_over_tls_and_refuses_plaintext() {
     // The offices' configurations read PostgreSQL over verified TLS.
     let ward = std::fs::read_to_string(state.path().join("dev/config/ward.toml")).expect("config");
     assert!(ward.contains("sslmode=verify-full"), "{ward}");
+}
+
+/// Plaintext on a non-loopback listen address is refused at start with a clear error naming the
+/// field (before any connection is made), unless `tls.allow_plaintext` says so.
+#[test]
+fn plaintext_off_loopback_is_refused_at_start() {
+    let out = std::process::Command::new(bin_path("lychd-ward"))
+        .arg("serve")
+        .env("LYCHD_WARD__SERVER__LISTEN", "0.0.0.0:0")
+        .output()
+        .expect("run lychd-ward");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("field `server.listen`")
+            && stderr.contains("plaintext on a non-loopback address is refused"),
+        "{stderr}"
+    );
 }
