@@ -7,6 +7,11 @@
 //! PostgreSQL), and the TLS/plaintext ratios, at concurrency 1 and 32. Connections are made
 //! once (the handshake is not in the per-call figures).
 //!
+//! Then lease+release round trips on the Dispatcher (a WARM capability of a simulated
+//! llama.cpp runtime; Ward, a process, deciding each call over loopback plaintext) served over
+//! TLS against plaintext: the caller's leg is what differs (a server-only TLS client, as an
+//! operator's or a run's), at concurrency 1 and 32.
+//!
 //! Run: `cargo bench -p lychd-e2e --bench tls` (or `--profile dev`; needs PostgreSQL like the tests).
 
 use lychd_proto::ward::v1::ward_client::WardClient;
@@ -54,7 +59,7 @@ async fn main() {
     let secure_calls = calls(&secure, Some(client_tls)).await;
 
     println!(
-        "case                         conc   p50 ms   p99 ms      per s   CPU us/call (process + PostgreSQL)"
+        "case                         conc   p50 ms   p99 ms      per s   CPU us/call total (this process + PostgreSQL; the rest: Ward processes)"
     );
     for concurrency in [1usize, 32] {
         for (what, (p_call, t_call)) in [
@@ -76,6 +81,96 @@ async fn main() {
     }
     plain.stop().await;
     secure.stop().await;
+
+    let dispatcher_files = ca
+        .issue_office(Office::Dispatcher, &[])
+        .expect("issue")
+        .write(dir.path(), "dispatcher")
+        .expect("write");
+    let dispatcher_tls = lychd_runtime::tls::TlsConfig {
+        cert_file: Some(dispatcher_files.cert_file),
+        key_file: Some(dispatcher_files.key_file),
+        ca_file: Some(dir.path().join("ca.pem")),
+        allow_plaintext: false,
+    };
+    let sim = lychd_testkit::simllama::SimLlama::start().await;
+    sim.set_models(vec![lychd_testkit::simllama::SimModel::served("m0")]);
+    let registry: toml::Table = toml::from_str(&format!(
+        "[[animators]]\nname = \"gpu0\"\nsource = \"soulstone\"\ndialect = \"llama_cpp\"\n\
+         endpoint = \"{}\"\ndedicated = true\n\n\
+         [[capabilities]]\nanimator = \"gpu0\"\nfamily = \"chat\"\nmodel_id = \"m0\"\n",
+        sim.endpoint()
+    ))
+    .expect("registry");
+    let plain = spawn_dispatcher(registry.clone(), None).await;
+    let secure = spawn_dispatcher(registry, Some(dispatcher_tls)).await;
+    assert!(secure.endpoint().starts_with("https://"));
+    for concurrency in [1usize, 32] {
+        let (p, p_cpu) = metered(concurrency, lease_release(&plain)).await;
+        let (t, t_cpu) = metered(concurrency, lease_release(&secure)).await;
+        line("lease+release plaintext", concurrency, p, p_cpu);
+        line("lease+release TLS", concurrency, t, t_cpu);
+        println!(
+            "ratio lease+release TLS/plain {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
+            ms(t.p50) / ms(p.p50),
+            ms(t.p99) / ms(p.p99),
+            t.per_second / p.per_second,
+            t_cpu.total().as_secs_f64() / p_cpu.total().as_secs_f64()
+        );
+    }
+    plain.stop().await;
+    secure.stop().await;
+}
+
+/// The Dispatcher in-process over `registry`, serving TLS with `tls`; the tester may lease.
+async fn spawn_dispatcher(
+    registry: toml::Table,
+    tls: Option<lychd_runtime::tls::TlsConfig>,
+) -> Spawned {
+    let spawned = lychd_testkit::spawn_office_with(lychd_dispatcher::spec(), move |cfg| {
+        cfg.office = registry;
+        if let Some(tls) = tls {
+            cfg.tls = tls;
+        }
+    })
+    .await;
+    spawned.allow("dispatcher:lease", "capability:*").await;
+    spawned.allow("dispatcher:lease", "lease:*").await;
+    spawned
+}
+
+/// A lease of `m0` and its release, by the tester.
+fn lease_release(s: &Spawned) -> Call {
+    use lychd_proto::dispatcher::v1 as pb;
+    let client = pb::dispatcher_client::DispatcherClient::new(s.channel());
+    std::sync::Arc::new(move || {
+        let mut c = client.clone();
+        Box::pin(async move {
+            let answer = c
+                .lease(pb::LeaseRequest {
+                    demand: Some(pb::Demand {
+                        family: pb::Family::Chat as i32,
+                        model_id: "m0".into(),
+                        ..Default::default()
+                    }),
+                    holder: "bench".into(),
+                    priority: 50,
+                    ..Default::default()
+                })
+                .await
+                .expect("lease")
+                .into_inner();
+            let Some(pb::lease_response::Outcome::Granted(g)) = answer.outcome else {
+                panic!("expected a grant, got {:?}", answer.outcome);
+            };
+            c.release_lease(pb::ReleaseLeaseRequest {
+                lease_id: g.lease_id,
+                holder: "bench".into(),
+            })
+            .await
+            .expect("release");
+        })
+    })
 }
 
 type Call = std::sync::Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
