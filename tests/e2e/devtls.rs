@@ -122,6 +122,44 @@ async fn dev_stack_runs_over_tls_and_refuses_plaintext() {
         text(&out.stderr)
     );
 
+    // The console calls Ward over TLS (with the dev CA): the operator's credential signs in.
+    let console =
+        std::fs::read_to_string(state.path().join("dev/console.address")).expect("console address");
+    let credential = std::fs::read_to_string(state.path().join("dev/operator.credential"))
+        .expect("operator credential");
+    let (head, body) = http(console.trim(), "GET /signin", &[], "").await;
+    let cookie = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or(l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .expect("a pre-session cookie")
+        .to_owned();
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a csrf field")
+        .to_owned();
+    let form = format!("csrf={csrf}&credential={}", credential.trim());
+    let (head, _) = http(
+        console.trim(),
+        "POST /signin",
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("cookie", &cookie),
+        ],
+        &form,
+    )
+    .await;
+    assert!(
+        head.starts_with("HTTP/1.1 303")
+            && head.to_lowercase().contains("set-cookie: lychd_console="),
+        "the console signs in through Ward over TLS: {head}"
+    );
+
     // A lease and its release through the Dispatcher, which asks Ward over mutual TLS.
     let dispatcher = &endpoints["dispatcher"];
     let bearer = format!("authorization: Bearer {}", token(Office::Dispatcher));
@@ -174,6 +212,28 @@ async fn dev_stack_runs_over_tls_and_refuses_plaintext() {
     // The offices' configurations read PostgreSQL over verified TLS.
     let ward = std::fs::read_to_string(state.path().join("dev/config/ward.toml")).expect("config");
     assert!(ward.contains("sslmode=verify-full"), "{ward}");
+}
+
+/// One HTTP/1.1 exchange with the console (`Connection: close`): the head and the body.
+async fn http(
+    addr: &str,
+    request_line: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("console");
+    let mut request = format!("{request_line} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("answer");
+    let answer = text(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (head.to_owned(), body.to_owned())
 }
 
 /// Plaintext on a non-loopback listen address is refused at start with a clear error naming the
