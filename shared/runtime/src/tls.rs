@@ -199,3 +199,92 @@ pub fn own_client(office: Office, cfg: &TlsConfig) -> Result<Option<ClientTlsCon
         .ok_or("serving TLS, the office reaches itself only with tls.ca_file")?;
     Ok(Some(client.domain_name(office_dns_name(office))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devca::DevCa;
+
+    fn der(pem: &str) -> rustls_pki_types::CertificateDer<'static> {
+        let body: String = pem
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect::<Vec<_>>()
+            .concat();
+        let bytes = base64_decode(&body);
+        rustls_pki_types::CertificateDer::from(bytes)
+    }
+
+    /// Standard base64 (the PEM body), without a dependency for one test.
+    fn base64_decode(text: &str) -> Vec<u8> {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = Vec::new();
+        let mut acc = 0u32;
+        let mut bits = 0;
+        for c in text.bytes().filter(|c| *c != b'=') {
+            let v = ALPHABET.iter().position(|a| *a == c).expect("base64") as u32;
+            acc = (acc << 6) | v;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_certificate_names_one_office_or_none() {
+        let ca = DevCa::new("test").expect("ca");
+        let now = time::OffsetDateTime::now_utc();
+        let hour = time::Duration::hours(1);
+        let issue = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+            der(&ca
+                .issue_for(&names, now - hour, now + hour)
+                .expect("issue")
+                .cert_pem)
+        };
+        let ward = ca.issue_office(Office::Ward, &[]).expect("issue");
+        assert_eq!(certificate_office(&der(&ward.cert_pem)), Some(Office::Ward));
+        assert_eq!(certificate_office(&issue(&["operator.example"])), None);
+        assert_eq!(certificate_office(&issue(&["*.lychd.internal"])), None);
+        assert_eq!(
+            certificate_office(&issue(&["ward.lychd.internal", "runner.lychd.internal"])),
+            None
+        );
+        assert_eq!(
+            certificate_office(&issue(&["runner.lychd.internal", "lychd-runner"])),
+            Some(Office::Runner)
+        );
+    }
+
+    #[test]
+    fn unreadable_or_non_pem_files_are_refused_naming_the_field() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let junk = dir.path().join("junk");
+        std::fs::write(&junk, "not a certificate").expect("write");
+        let cfg = TlsConfig {
+            cert_file: Some(junk.clone()),
+            key_file: Some(junk),
+            ..TlsConfig::default()
+        };
+        let e = Material::load(&cfg).expect_err("not PEM").to_string();
+        assert!(
+            e.contains("tls.cert_file") && e.contains("not a PEM file"),
+            "{e}"
+        );
+        let cfg = TlsConfig {
+            ca_file: Some(dir.path().join("missing")),
+            ..TlsConfig::default()
+        };
+        let e = Material::load(&cfg).expect_err("missing").to_string();
+        assert!(e.contains("tls.ca_file"), "{e}");
+        assert!(
+            Material::load(&TlsConfig::default())
+                .expect("plaintext")
+                .server()
+                .is_none()
+        );
+    }
+}
