@@ -8,6 +8,7 @@ mod deveffect;
 mod devmetrics;
 mod devrace;
 mod devstack;
+mod devtls;
 mod devverify;
 mod documented;
 mod helmloop;
@@ -26,6 +27,7 @@ mod strangers;
 mod telemetry;
 mod testkit;
 mod tidy;
+mod tls;
 mod wire;
 
 use std::process::Output;

@@ -7,7 +7,8 @@
 //! the environment, publishes its port on loopback only, and starts after PostgreSQL, its
 //! migration and Ward; PostgreSQL is on the internal network alone; the target starts them all.
 //! The operators' console (`lychd-console.container`) keeps the same container basics, holds no
-//! secret and mounts nothing (it has no credential of its own), is not on the internal network,
+//! secret but the offices' CA certificate (`lychd-tls-ca`: it verifies the offices' TLS) and
+//! mounts nothing (it has no credential of its own), is not on the internal network,
 //! publishes exactly `127.0.0.1:50080`, starts after Ward and is started by the target.
 //! A copy with one invariant broken must fail the check (`each_broken_invariant_is_caught`).
 
@@ -115,10 +116,23 @@ fn configured_secrets(office: Office, which: &[&str]) -> BTreeSet<String> {
     let file = deploy().join(format!("config/{office}.toml"));
     let cfg = OfficeConfig::load(office, Some(&file), Vec::new()).expect("shipped config loads");
     let mut names = BTreeSet::new();
+    let root_cert = |url: &str| {
+        url.split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("sslrootcert="))
+            .map(std::path::PathBuf::from)
+    };
     for (field, path) in [
         ("password_file", cfg.database.password_file),
         ("migrate_password_file", cfg.database.migrate_password_file),
         ("credential_file", cfg.auth.credential_file),
+        ("password_file", root_cert(&cfg.database.url)),
+        (
+            "migrate_password_file",
+            root_cert(&cfg.database.migrate_url),
+        ),
+        ("credential_file", cfg.tls.cert_file),
+        ("credential_file", cfg.tls.key_file),
+        ("credential_file", cfg.tls.ca_file),
     ] {
         if let Some(name) = path
             .filter(|_| which.contains(&field))
@@ -340,7 +354,9 @@ fn console(c: &Unit, p: &mut Vec<String>) {
     if c.one("Container", "Notify") != Some("healthy") {
         p.push(format!("{CONSOLE}: Notify=healthy missing"));
     }
-    if !c.all("Container", "Secret").is_empty() {
+    // Only the offices' CA certificate (public: it verifies the offices' certificates, the
+    // console being a server-only TLS client), never a credential.
+    if mounted_secrets(c).iter().any(|s| s != "lychd-tls-ca") {
         p.push(format!(
             "{CONSOLE}: mounts a secret (the console holds no credential of its own)"
         ));

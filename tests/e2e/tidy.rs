@@ -443,14 +443,18 @@ fn every_office_needs_an_entry() {
 }
 
 /// `docs/refusals.md`'s tables as the catalogues render them: common, shared, `lychd.auth`,
-/// `lychd.wire`, then each office's (its own reasons, then the shared ones it answers).
+/// `lychd.wire`, `lychd.tls`, then each office's (its own reasons, then the shared ones it answers).
 fn refusal_tables(entries: &[Entry]) -> Vec<(&'static str, String)> {
     use lychd_runtime::refusal::{COMMON, SHARED, office_table, render_table};
     let mut tables = vec![
         ("common", render_table(COMMON)),
         ("shared", render_table(SHARED)),
     ];
-    for refusals in [&lychd_auth::REFUSALS, &lychd_runtime::wire::REFUSALS] {
+    for refusals in [
+        &lychd_auth::REFUSALS,
+        &lychd_runtime::wire::REFUSALS,
+        &lychd_runtime::tls::REFUSALS,
+    ] {
         tables.push((refusals.domain, office_table(refusals)));
     }
     for e in entries {

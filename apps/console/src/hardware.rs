@@ -1,8 +1,6 @@
 //! Read-only views of the hardware offices, each through the person's own session bound to that
 //! office: the Orchestrator's transitions and containments, the Dispatcher's leases.
 
-use std::time::Duration;
-
 use lychd_proto::dispatcher::v1::dispatcher_client::DispatcherClient;
 use lychd_proto::dispatcher::v1::{
     CapabilityInfo, LeaseInfo, LeaseState, ListCapabilitiesRequest, ListLeasesRequest, Phase,
@@ -19,7 +17,7 @@ use lychd_proto::runner::v1::{
     ListRunsRequest, Run, RunTransition,
 };
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::view::instant;
 use crate::ward::{Refusal, authorized, explain};
@@ -36,14 +34,11 @@ pub struct Hardware {
     runner: Option<Channel>,
 }
 
-fn channel(endpoint: Option<&str>) -> anyhow::Result<Option<Channel>> {
-    endpoint
-        .map(|e| {
-            Ok(Endpoint::from_shared(e.to_owned())?
-                .connect_timeout(Duration::from_secs(5))
-                .connect_lazy())
-        })
-        .transpose()
+fn channel(
+    endpoint: Option<&str>,
+    ca: Option<&tonic::transport::Certificate>,
+) -> anyhow::Result<Option<Channel>> {
+    endpoint.map(|e| crate::office_channel(e, ca)).transpose()
 }
 
 fn not_configured() -> Refusal {
@@ -73,10 +68,20 @@ impl Hardware {
         dispatcher: Option<&str>,
         runner: Option<&str>,
     ) -> anyhow::Result<Self> {
+        Self::with_ca(orchestrator, dispatcher, runner, None)
+    }
+
+    /// [`Hardware::new`] over TLS verified by `ca` for `https://` endpoints.
+    pub fn with_ca(
+        orchestrator: Option<&str>,
+        dispatcher: Option<&str>,
+        runner: Option<&str>,
+        ca: Option<&tonic::transport::Certificate>,
+    ) -> anyhow::Result<Self> {
         Ok(Hardware {
-            orchestrator: channel(orchestrator)?,
-            dispatcher: channel(dispatcher)?,
-            runner: channel(runner)?,
+            orchestrator: channel(orchestrator, ca)?,
+            dispatcher: channel(dispatcher, ca)?,
+            runner: channel(runner, ca)?,
         })
     }
 

@@ -47,6 +47,23 @@ pub struct Config {
     pub signin_per_minute: u32,
     /// Write the bound address here once listening (for `lychd dev` and tests: port 0).
     pub address_file: Option<PathBuf>,
+    /// The CA (PEM) verifying the offices' certificates: `https://` endpoints are called over
+    /// server-only TLS with it (the console presents no client certificate: it is no office).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A lazily connected channel to `endpoint`, over TLS verified by `ca` when it is `https://`.
+pub fn office_channel(
+    endpoint: &str,
+    ca: Option<&tonic::transport::Certificate>,
+) -> anyhow::Result<tonic::transport::Channel> {
+    let mut e = tonic::transport::Endpoint::from_shared(endpoint.to_owned())?
+        .connect_timeout(Duration::from_secs(5));
+    if e.uri().scheme_str() == Some("https") {
+        let ca = ca.context("an https:// endpoint needs --ca-file")?;
+        e = e.tls_config(tonic::transport::ClientTlsConfig::new().ca_certificate(ca.clone()))?;
+    }
+    Ok(e.connect_lazy())
 }
 
 /// Serve until `shutdown` completes.
@@ -55,12 +72,22 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let (close, closing) = tokio::sync::watch::channel(false);
+    let ca = config
+        .ca_file
+        .as_deref()
+        .map(|p| {
+            std::fs::read(p)
+                .map(tonic::transport::Certificate::from_pem)
+                .with_context(|| format!("--ca-file {}", p.display()))
+        })
+        .transpose()?;
     let app = Arc::new(pages::App::new(
-        ward::Ward::new(&config.ward).context("ward endpoint")?,
-        hardware::Hardware::new(
+        ward::Ward::with_ca(&config.ward, ca.as_ref()).context("ward endpoint")?,
+        hardware::Hardware::with_ca(
             config.orchestrator.as_deref(),
             config.dispatcher.as_deref(),
             config.runner.as_deref(),
+            ca.as_ref(),
         )
         .context("orchestrator, dispatcher or runner endpoint")?,
         config.secure_cookie,

@@ -49,6 +49,10 @@ enum Command {
         /// Write the bound address to this file once listening.
         #[arg(long)]
         address_file: Option<PathBuf>,
+        /// The CA (PEM) verifying the offices' certificates, for `https://` endpoints
+        /// (server-only TLS: the console presents no client certificate).
+        #[arg(long, env = "LYCHD_CONSOLE_CA_FILE")]
+        ca_file: Option<PathBuf>,
     },
     /// Exit 0 when the console at `--url` answers its liveness page.
     Healthcheck {
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
                 secure_cookie,
                 signin_per_minute,
                 address_file,
+                ca_file,
             } => {
                 let config = lychd_console::Config {
                     listen,
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
                     secure_cookie,
                     signin_per_minute,
                     address_file,
+                    ca_file,
                 };
                 lychd_console::serve(config, shutdown()).await
             }

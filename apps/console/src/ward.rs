@@ -10,7 +10,7 @@ use lychd_proto::ward::v1::{
     ListConsentsRequest, Verdict, WatchConsentsRequest, WatchConsentsResponse,
 };
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 use tonic_types::StatusExt;
 
@@ -192,10 +192,17 @@ pub(crate) fn authorized<T>(message: T, token: &str) -> Result<tonic::Request<T>
 impl Ward {
     /// Ward at `endpoint` (`http://host:port`), connected on first use.
     pub fn new(endpoint: &str) -> anyhow::Result<Self> {
-        let channel = Endpoint::from_shared(endpoint.to_owned())?
-            .connect_timeout(Duration::from_secs(5))
-            .connect_lazy();
-        Ok(Ward { channel })
+        Self::with_ca(endpoint, None)
+    }
+
+    /// Ward at `endpoint`, over TLS verified by `ca` when it is `https://`.
+    pub fn with_ca(
+        endpoint: &str,
+        ca: Option<&tonic::transport::Certificate>,
+    ) -> anyhow::Result<Self> {
+        Ok(Ward {
+            channel: crate::office_channel(endpoint, ca)?,
+        })
     }
 
     fn client(&self) -> WardClient<Channel> {

@@ -51,6 +51,8 @@ pub fn gate(path: &str, self_authenticating: &[&str]) -> Gate {
 #[derive(Clone)]
 pub struct AuthLayer {
     verifier: Arc<dyn Verifier>,
+    /// The authorizer whose peer check every authenticated principal passes.
+    authorizer: Authorizer,
     /// The office this layer guards: the audience every token presented here must name.
     audience: &'static str,
     /// Methods that require a bearer but authenticate it themselves (Ward's ExchangeCredential;
@@ -62,6 +64,7 @@ impl AuthLayer {
     pub fn new(authorizer: &Authorizer, self_authenticating: &'static [&'static str]) -> Self {
         AuthLayer {
             verifier: authorizer.verifier().clone(),
+            authorizer: authorizer.clone(),
             audience: authorizer.audience(),
             self_authenticating,
         }
@@ -125,11 +128,15 @@ where
                 if !is_session_token(&token) {
                     return Ok(unknown_session().into_http());
                 }
-                match layer.verifier.authenticate(&token, layer.audience).await {
+                let principal = match layer.verifier.authenticate(&token, layer.audience).await {
+                    Ok(principal) => principal,
+                    Err(e) => return Ok(e.into_status().into_http()),
+                };
+                match layer.authorizer.checked(request.extensions(), principal) {
                     Ok(principal) => {
                         request.extensions_mut().insert(principal);
                     }
-                    Err(e) => return Ok(e.into_status().into_http()),
+                    Err(refused) => return Ok(refused.into_http()),
                 }
             }
             let response = inner.call(request).await?;

@@ -228,16 +228,44 @@ pub(crate) fn bearer_of(header: Option<&str>) -> Result<&str, Status> {
         .ok_or_else(|| REFUSALS.refuse(reasons::CREDENTIAL_MALFORMED))
 }
 
+/// A check of the principal a request's session resolved to against what else the request's
+/// connection says of the caller (its TLS client certificate: `lychd_runtime::tls`), run in
+/// addition to the session, never instead of it.
+pub type PeerCheck = Arc<dyn Fn(&http::Extensions, &Principal) -> Result<(), Status> + Send + Sync>;
+
 /// What handlers use to decide, bound to the receiving office (the audience).
 #[derive(Clone)]
 pub struct Authorizer {
     audience: &'static str,
     verifier: Arc<dyn Verifier>,
+    peer_check: Option<PeerCheck>,
 }
 
 impl Authorizer {
     pub fn new(audience: &'static str, verifier: Arc<dyn Verifier>) -> Self {
-        Authorizer { audience, verifier }
+        Authorizer {
+            audience,
+            verifier,
+            peer_check: None,
+        }
+    }
+
+    /// Every principal resolved from a request is also checked by `check`.
+    pub fn with_peer_check(mut self, check: PeerCheck) -> Self {
+        self.peer_check = Some(check);
+        self
+    }
+
+    /// `principal`, once the peer check (if any) agrees with the request's connection.
+    pub fn checked(
+        &self,
+        extensions: &http::Extensions,
+        principal: Principal,
+    ) -> Result<Principal, Status> {
+        match &self.peer_check {
+            Some(check) => check(extensions, &principal).map(|()| principal),
+            None => Ok(principal),
+        }
     }
 
     pub fn verifier(&self) -> &Arc<dyn Verifier> {
@@ -255,10 +283,12 @@ impl Authorizer {
         if !is_session_token(token) {
             return Err(unknown_session());
         }
-        self.verifier
+        let principal = self
+            .verifier
             .authenticate(token, self.audience)
             .await
-            .map_err(AuthError::into_status)
+            .map_err(AuthError::into_status)?;
+        self.checked(request.extensions(), principal)
     }
 
     /// The decoded input of a request, for a handler that authenticates by its own decision
@@ -313,11 +343,13 @@ impl Authorizer {
             purpose,
             expected_policy_generation,
         };
-        self.verifier
+        let principal = self
+            .verifier
             .authorize(&query)
             .await
             .map_err(AuthError::into_status)?
-            .into_principal(action.name, object)
+            .into_principal(action.name, object)?;
+        self.checked(request.extensions(), principal)
     }
 }
 
@@ -349,7 +381,10 @@ impl Authorizer {
             .await
             .map_err(AuthError::into_status)?;
         if decision.allowed {
-            return Ok(decision.principal);
+            return decision
+                .principal
+                .map(|p| self.checked(request.extensions(), p))
+                .transpose();
         }
         if is_authentication_reason(&decision.reason) {
             return decision.into_principal(action.name, object).map(Some);

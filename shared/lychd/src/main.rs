@@ -50,6 +50,11 @@ pub struct DevArgs {
     /// replicas are standbys fenced by its host lease.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub replicas: u8,
+    /// Run the whole stack over TLS: a throwaway CA and per-office certificates in
+    /// `<state>/dev/tls`, mutual TLS between offices, PostgreSQL verified (`verify-full`; a
+    /// cluster this start starts), the console over TLS; grpcurl with `-cacert`.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 fn main() -> ExitCode {

@@ -193,6 +193,35 @@ impl Cluster {
         Ok(())
     }
 
+    /// Serve TLS from the next start: `cert_pem` and `key_pem` written to the data directory
+    /// (the key readable by the server's user only), switched on by `lychd-tls.conf`, which
+    /// `postgresql.conf` includes (once; a later call replaces the certificate).
+    pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) -> Result<(), PgError> {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data_dir();
+        for (name, pem, mode) in [
+            ("server.crt", cert_pem, 0o644),
+            ("server.key", key_pem, 0o600),
+            (
+                "lychd-tls.conf",
+                "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+                0o644,
+            ),
+        ] {
+            let path = data.join(name);
+            std::fs::write(&path, pem)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+            self.give_to_server_user(&path)?;
+        }
+        let conf = data.join("postgresql.conf");
+        let text = std::fs::read_to_string(&conf)?;
+        let include = "include_if_exists = 'lychd-tls.conf'";
+        if !text.contains(include) {
+            std::fs::write(&conf, format!("{text}\n{include}\n"))?;
+        }
+        Ok(())
+    }
+
     /// Start on `127.0.0.1:port` (TCP only, no unix socket) and wait until it accepts.
     pub fn start(&self, port: u16, durability: Durability) -> Result<(), PgError> {
         let mut opts = format!(

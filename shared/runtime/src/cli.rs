@@ -123,6 +123,7 @@ pub fn main(spec: OfficeSpec) -> ExitCode {
                 healthcheck(
                     addr.unwrap_or(config.server.listen),
                     Duration::from_millis(timeout_ms),
+                    crate::tls::own_client(spec.office, &config.tls),
                 )
                 .await
             }
@@ -133,16 +134,29 @@ pub fn main(spec: OfficeSpec) -> ExitCode {
     })
 }
 
-async fn healthcheck(addr: SocketAddr, timeout: Duration) -> ExitCode {
+async fn healthcheck(
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Result<Option<tonic::transport::ClientTlsConfig>, String>,
+) -> ExitCode {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
+    let tls = match tls {
+        Ok(tls) => tls,
+        Err(msg) => {
+            eprintln!("healthcheck: {msg}");
+            return ExitCode::from(2);
+        }
+    };
     let check = async {
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .ok()?
-            .connect()
-            .await
-            .ok()?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint =
+            tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).ok()?;
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls).ok()?;
+        }
+        let channel = endpoint.connect().await.ok()?;
         let mut client = HealthClient::new(channel);
         let status = client
             .check(HealthCheckRequest {
@@ -336,12 +350,15 @@ async fn authorization(
     pool: &PgPool,
     bound: std::net::SocketAddr,
     finishing: &Finishing,
+    tls: &crate::tls::Material,
 ) -> Result<(Arc<dyn Verifier>, Outgoing), String> {
+    let client_tls = tls.client();
     let ward_channel = config
         .peers
         .get("ward")
         .map(|p| {
-            crate::client::channel(&p.endpoint).map_err(|e| format!("peers.ward.endpoint: {e}"))
+            crate::client::channel_tls(&p.endpoint, client_tls.as_ref())
+                .map_err(|e| format!("peers.ward.endpoint: {e}"))
         })
         .transpose()?;
     // This office's own sessions are presented to Ward and to the peers it calls, and nowhere
@@ -362,14 +379,14 @@ async fn authorization(
             Some(credential) => {
                 let channel = match ward_channel {
                     Some(c) => c,
-                    None => crate::client::channel(&own_endpoint(bound))
-                        .map_err(|e| format!("server.listen: {e}"))?,
+                    None => own_channel(spec.office, bound, config)?,
                 };
                 Some(SessionSource::start(channel, credential.clone(), audiences))
             }
             None => None,
         };
-        return Ok((local(pool.clone(), finishing), Outgoing::new(session)));
+        let outgoing = Outgoing::new(session).with_tls(client_tls);
+        return Ok((local(pool.clone(), finishing), outgoing));
     }
     let channel =
         ward_channel.ok_or("peers.ward is required: every office asks Ward for decisions")?;
@@ -387,7 +404,22 @@ async fn authorization(
         channel,
         session.clone(),
     ));
-    Ok((verifier, Outgoing::new(Some(session))))
+    Ok((verifier, Outgoing::new(Some(session)).with_tls(client_tls)))
+}
+
+/// A channel to the office itself at the address it is bound to (over TLS, verifying its own
+/// certificate's office name, when it serves TLS).
+fn own_channel(
+    office: Office,
+    bound: SocketAddr,
+    config: &OfficeConfig,
+) -> Result<tonic::transport::Channel, String> {
+    let tls = crate::tls::own_client(office, &config.tls)?;
+    let mut endpoint = own_endpoint(bound);
+    if tls.is_some() {
+        endpoint = endpoint.replacen("http://", "https://", 1);
+    }
+    crate::client::channel_tls(&endpoint, tls.as_ref()).map_err(|e| format!("server.listen: {e}"))
 }
 
 /// Where an office reaches itself: the address it is bound to, loopback when it listens on
@@ -419,6 +451,13 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
             return ExitCode::from(2);
         }
     };
+    let tls = match crate::tls::Material::load(&config.tls) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("lychd-{office}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let pool = match ready_pool(spec, &config, &secrets).await {
         Ok(p) => p,
         Err(msg) => return refuse(msg),
@@ -437,7 +476,7 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
     };
     let finishing = Finishing::default();
     let (verifier, outgoing) =
-        match authorization(spec, &config, &secrets, &pool, bound, &finishing).await {
+        match authorization(spec, &config, &secrets, &pool, bound, &finishing, &tls).await {
             Ok(v) => v,
             Err(msg) => return refuse(msg),
         };
@@ -446,7 +485,8 @@ async fn serve_until_signal(spec: &OfficeSpec, config: OfficeConfig, secrets: Se
         office,
         config: Arc::new(config),
         pool: pool.clone(),
-        authorizer: Authorizer::new(office.name(), verifier),
+        authorizer: Authorizer::new(office.name(), verifier)
+            .with_peer_check(crate::tls::peer_check(tls.mutual())),
         outgoing,
         health: HealthState::new(&[office.grpc_service()]).with_instance(instance.as_deref()),
         self_authenticating: spec.self_authenticating,

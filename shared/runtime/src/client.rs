@@ -6,19 +6,30 @@ use std::time::Duration;
 use lychd_auth::credentials::SessionSource;
 use secrecy::ExposeSecret;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
 
 /// Adds `authorization: Bearer <session>` (when this office has one) and W3C trace context to
-/// every outgoing call.
+/// every outgoing call; carries the TLS of this office's calls to `https://` peers.
 #[derive(Clone, Debug, Default)]
 pub struct Outgoing {
     session: Option<SessionSource>,
+    tls: Option<ClientTlsConfig>,
 }
 
 impl Outgoing {
     pub fn new(session: Option<SessionSource>) -> Self {
-        Outgoing { session }
+        Outgoing { session, tls: None }
+    }
+
+    /// Calls to `https://` peers use `tls` (the CA of `[tls]`, this office's certificate).
+    pub fn with_tls(mut self, tls: Option<ClientTlsConfig>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    pub fn tls(&self) -> Option<&ClientTlsConfig> {
+        self.tls.as_ref()
     }
 
     pub fn session(&self) -> Option<&SessionSource> {
@@ -46,15 +57,28 @@ pub type PeerChannel = InterceptedService<Channel, Outgoing>;
 /// A lazily connecting channel: the first call dials; an unreachable peer fails that call, not
 /// start-up.
 pub fn channel(endpoint: &str) -> Result<Channel, tonic::transport::Error> {
-    Ok(Endpoint::from_shared(endpoint.to_owned())?
+    channel_tls(endpoint, None)
+}
+
+/// [`channel`] over TLS when `endpoint` is `https://` and `tls` is given (the peer's
+/// certificate is verified for the endpoint's host name).
+pub fn channel_tls(
+    endpoint: &str,
+    tls: Option<&ClientTlsConfig>,
+) -> Result<Channel, tonic::transport::Error> {
+    let mut endpoint = Endpoint::from_shared(endpoint.to_owned())?
         .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(30))
-        .connect_lazy())
+        .timeout(Duration::from_secs(30));
+    if let Some(tls) = tls.filter(|_| endpoint.uri().scheme_str() == Some("https")) {
+        endpoint = endpoint.tls_config(tls.clone())?;
+    }
+    Ok(endpoint.connect_lazy())
 }
 
 pub fn peer_channel(
     endpoint: &str,
     outgoing: Outgoing,
 ) -> Result<PeerChannel, tonic::transport::Error> {
-    Ok(InterceptedService::new(channel(endpoint)?, outgoing))
+    let channel = channel_tls(endpoint, outgoing.tls())?;
+    Ok(InterceptedService::new(channel, outgoing))
 }

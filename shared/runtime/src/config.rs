@@ -24,6 +24,9 @@ pub struct OfficeConfig {
     pub database: DatabaseConfig,
     pub telemetry: TelemetryConfig,
     pub auth: AuthConfig,
+    /// TLS of the server and of the calls to `https://` peers (`crate::tls`); none: plaintext.
+    #[serde(default)]
+    pub tls: crate::tls_config::TlsConfig,
     /// Offices this office calls, by office name.
     #[serde(default)]
     pub peers: BTreeMap<String, PeerConfig>,
@@ -140,6 +143,7 @@ impl OfficeConfig {
             auth: AuthConfig {
                 credential_file: None,
             },
+            tls: crate::tls_config::TlsConfig::default(),
             peers: BTreeMap::new(),
             office: toml::Table::new(),
             retention: toml::Table::new(),
@@ -238,6 +242,13 @@ impl OfficeConfig {
                     "must be an http:// or https:// URL",
                 ));
             }
+        }
+        let peers = self
+            .peers
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.endpoint.as_str()));
+        if let Err((field, message)) = self.tls.validate(self.server.listen, peers) {
+            return Err(bad(&field, &message));
         }
         Ok(())
     }

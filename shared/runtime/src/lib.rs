@@ -14,6 +14,7 @@ pub mod client;
 pub mod config;
 pub mod db;
 pub mod describe;
+pub mod devca;
 pub mod feed;
 pub mod health;
 pub mod metrics;
@@ -22,6 +23,8 @@ pub mod retention;
 pub mod server;
 pub mod streams;
 pub mod telemetry;
+pub mod tls;
+pub mod tls_config;
 pub mod wire;
 
 /// The one refusal vocabulary (`lychd-refusal`): reasons, catalogues, violations, database

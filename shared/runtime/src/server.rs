@@ -222,7 +222,11 @@ pub async fn serve(
             let _ = drain_tx.send(());
         }
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = crate::tls::Material::load(&cfg.tls)?.server() {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
         .timeout(cfg.request_timeout())
         .layer(layers)
         .add_routes(routes)
@@ -286,6 +290,7 @@ async fn grace_after(drain: oneshot::Receiver<()>, grace: Duration) {
 /// An office served in this process (tests). Dropping it does not stop it; call `stop`.
 pub struct InProcess {
     pub addr: SocketAddr,
+    tls: bool,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<anyhow::Result<Stopped>>,
 }
@@ -302,19 +307,26 @@ impl InProcess {
         let routes = start(ctx.clone()).await?;
         let listener = TcpListener::bind(ctx.config.server.listen).await?;
         let addr = listener.local_addr()?;
+        let tls = ctx.config.tls.serves_tls();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve(ctx, listener, routes, async move {
             let _ = stopped.await;
         }));
         Ok(InProcess {
             addr,
+            tls,
             stop: Some(stop),
             task,
         })
     }
 
+    /// `http://…`, or `https://localhost:…` when it serves TLS.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        if self.tls {
+            format!("https://localhost:{}", self.addr.port())
+        } else {
+            format!("http://{}", self.addr)
+        }
     }
 
     pub async fn stop(mut self) -> anyhow::Result<Stopped> {

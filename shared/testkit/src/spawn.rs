@@ -57,11 +57,12 @@ impl Spawned {
         }
     }
 
-    /// A channel that presents `token`.
+    /// A channel that presents `token` (over server-only TLS when the office serves TLS).
     pub fn channel_with(&self, token: &str) -> PeerChannel {
         let outgoing = Outgoing::new(Some(SessionSource::fixed(SecretString::from(
             token.to_owned(),
-        ))));
+        ))))
+        .with_tls(anonymous_tls(&self.ctx.config));
         peer_channel(&self.endpoint(), outgoing).expect("endpoint is valid")
     }
 
@@ -96,15 +97,21 @@ impl Spawned {
         let mut admin = self.admin.clone();
         let id = admin.ensure_principal(kind, name).await.expect("enroll");
         let credential = admin.issue_standing(&id).await.expect("credential");
-        let session = exchange(
-            ward_channel(&self.ward_endpoint()),
-            &credential,
-            0,
-            audiences,
-        )
-        .await
-        .expect("exchange");
+        let session = exchange(self.ward_channel(), &credential, 0, audiences)
+            .await
+            .expect("exchange");
         (id, session.token)
+    }
+
+    /// A channel to this office's Ward presenting nothing (server-only TLS when Ward serves
+    /// TLS in-process).
+    pub fn ward_channel(&self) -> tonic::transport::Channel {
+        let tls = match &self.ward {
+            Some(_) => None,
+            None => anonymous_tls(&self.ctx.config),
+        };
+        lychd_runtime::client::channel_tls(&self.ward_endpoint(), tls.as_ref())
+            .expect("endpoint is valid")
     }
 
     pub async fn stop(self) {
@@ -167,8 +174,11 @@ pub fn channel_with(endpoint: &str, token: &str) -> PeerChannel {
     peer_channel(endpoint, outgoing).expect("endpoint is valid")
 }
 
-fn ward_channel(endpoint: &str) -> tonic::transport::Channel {
-    lychd_runtime::client::channel(endpoint).expect("endpoint is valid")
+/// Server-only TLS to an office configured by `config` (its CA, no client certificate).
+fn anonymous_tls(config: &OfficeConfig) -> Option<tonic::transport::ClientTlsConfig> {
+    lychd_runtime::tls::Material::load(&config.tls)
+        .expect("the office's TLS files load")
+        .anonymous_client()
 }
 
 fn config_for(office: Office, db: &TestDb) -> OfficeConfig {
@@ -197,11 +207,13 @@ fn context(
     finishing: Finishing,
 ) -> ServeContext {
     let office = spec.office;
+    let mutual = config.tls.mutual();
     ServeContext {
         office,
         config: Arc::new(config),
         pool,
-        authorizer: Authorizer::new(office.name(), verifier),
+        authorizer: Authorizer::new(office.name(), verifier)
+            .with_peer_check(lychd_runtime::tls::peer_check(mutual)),
         outgoing,
         health: HealthState::new(&[office.grpc_service()]),
         self_authenticating: spec.self_authenticating,
@@ -262,9 +274,12 @@ pub async fn spawn_office_with(
         let (process, credential, dir) = crate::process::start_ward(&db, 8).await;
         (WardAt::Process { process, dir }, credential)
     };
-    let ward_endpoint = match &ward {
-        WardAt::InProcess { server, .. } => server.endpoint(),
-        WardAt::Process { process, .. } => process.endpoint(),
+    let (ward_endpoint, ward_tls) = match &ward {
+        WardAt::InProcess { server, ctx } => (server.endpoint(), anonymous_tls(&ctx.config)),
+        WardAt::Process { process, .. } => (process.endpoint(), None),
+    };
+    let ward_channel = |endpoint: &str| {
+        lychd_runtime::client::channel_tls(endpoint, ward_tls.as_ref()).expect("endpoint is valid")
     };
 
     let ward_audience = Office::Ward.name();

@@ -19,7 +19,14 @@ pub(super) struct Postgres {
 impl Postgres {
     /// The cluster under `persisted`, or with `ephemeral` a throwaway one; started on
     /// `wanted_port` (0: a free port) unless it already runs.
-    pub fn start(persisted: &Path, ephemeral: bool, wanted_port: u16) -> anyhow::Result<Self> {
+    /// With `tls`, a cluster started here serves that certificate (`ssl = on`); one already
+    /// running is used as it is.
+    pub fn start(
+        persisted: &Path,
+        ephemeral: bool,
+        wanted_port: u16,
+        tls: Option<lychd_runtime::devca::Issued>,
+    ) -> anyhow::Result<Self> {
         let place = if ephemeral {
             Place::throwaway()?
         } else {
@@ -37,6 +44,11 @@ impl Postgres {
             }
             None => {
                 cluster.init().map_err(pg)?;
+                if let Some(tls) = &tls {
+                    cluster
+                        .enable_tls(&tls.cert_pem, &tls.key_pem)
+                        .map_err(pg)?;
+                }
                 let port = listen_port(wanted_port)?;
                 cluster.start(port, place.durability).map_err(pg)?;
                 println!("postgres  {}  ({})", loopback(port), place.base.display());

@@ -45,7 +45,7 @@ pub(super) fn loopback(port: u16) -> SocketAddr {
 
 /// The gRPC endpoint of an office on `port`.
 pub(super) fn loopback_url(port: u16) -> String {
-    format!("http://{}", loopback(port))
+    format!("{}://{}", super::tls::scheme(), loopback(port))
 }
 
 /// Where `lychd dev` keeps its state: PostgreSQL under `<state>/pg`, the rest under
@@ -111,6 +111,11 @@ impl Layout {
         let _ = std::fs::remove_file(&self.replicas);
         let _ = std::fs::remove_file(self.metrics());
         Ok(())
+    }
+
+    /// The throwaway CA and certificates of `lychd dev --tls`.
+    pub fn tls(&self) -> PathBuf {
+        self.dev.join("tls")
     }
 
     /// The first replica's configuration.
@@ -301,12 +306,16 @@ impl Configs<'_> {
 
     fn text(&self, office: Office, credential: Option<&Path>) -> String {
         let pg = loopback(self.pg_port);
+        // Over TLS, PostgreSQL's certificate is verified against the dev CA.
+        let ssl = super::tls::ca_file()
+            .map(|ca| format!("?sslmode=verify-full&sslrootcert={}", ca.display()))
+            .unwrap_or_default();
         let mut s = format!(
             "# written by `lychd dev`; regenerated at every start\n\
              [server]\nlisten = \"{}\"\n\n\
-             [database]\nurl = \"postgres://{}@{pg}/{DATABASE}\"\n\
+             [database]\nurl = \"postgres://{}@{pg}/{DATABASE}{ssl}\"\n\
              password_file = \"{}\"\n\
-             migrate_url = \"postgres://{}@{pg}/{DATABASE}\"\n\
+             migrate_url = \"postgres://{}@{pg}/{DATABASE}{ssl}\"\n\
              migrate_password_file = \"{}\"\n\n\
              [telemetry]\nformat = \"json\"\nfilter = \"info\"\n",
             loopback(self.ports[&office]),
@@ -333,6 +342,16 @@ impl Configs<'_> {
             "\n[metrics]\nlisten = \"{}\"\nrefresh_seconds = {DEV_METRICS_REFRESH_SECONDS}\n",
             loopback(self.metrics[&office])
         ));
+        if let (Some(ca), Some((cert, key))) =
+            (super::tls::ca_file(), super::tls::office_files(office))
+        {
+            s.push_str(&format!(
+                "\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nca_file = \"{}\"\n",
+                cert.display(),
+                key.display(),
+                ca.display()
+            ));
+        }
         for (peer, port) in self.ports.iter().filter(|(p, _)| **p != office) {
             s.push_str(&format!(
                 "\n[peers.{peer}]\nendpoint = \"{}\"\n",

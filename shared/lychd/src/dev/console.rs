@@ -72,6 +72,12 @@ impl Console {
             .arg(loopback_url(ports[&Office::Runner]))
             .arg("--address-file")
             .arg(&address)
+            .args(
+                super::tls::ca_file()
+                    .map(|ca| [std::ffi::OsStr::new("--ca-file"), ca.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

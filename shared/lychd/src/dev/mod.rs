@@ -9,6 +9,7 @@ mod configuration;
 mod console;
 mod summary;
 mod supervision;
+mod tls;
 
 use std::path::Path;
 use std::time::Duration;
@@ -35,7 +36,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let bin_dir = supervision::office_bin_dir(args.no_build)?;
     let layout = Layout::new(&args.state_dir)?;
     layout.prepare()?;
-    let postgres = Postgres::start(&layout.pg, args.ephemeral, args.pg_port)?;
+    let postgres_tls = if args.tls {
+        Some(tls::prepare(&layout.tls())?)
+    } else {
+        None
+    };
+    let postgres = Postgres::start(&layout.pg, args.ephemeral, args.pg_port, postgres_tls)?;
     let result = run_offices(&args, &bin_dir, &layout, &postgres).await;
     postgres.stop();
     result
@@ -199,7 +205,10 @@ async fn start_offices(
     let ward = supervision::find(offices, Office::Ward);
     bootstrap::bootstrap_ward(ward, layout).await?;
     ward.start(WARD_START).await?;
-    let ward_channel = lychd_runtime::client::channel(&loopback_url(configs.ports[&Office::Ward]))?;
+    let ward_channel = lychd_runtime::client::channel_tls(
+        &loopback_url(configs.ports[&Office::Ward]),
+        tls::client().as_ref(),
+    )?;
     let ward_had_credential = layout.credential(Office::Ward).is_file();
     bootstrap::operator_session(ward_channel.clone(), layout).await?;
     bootstrap::enrol(ward_channel, layout).await?;

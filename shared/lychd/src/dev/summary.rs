@@ -45,6 +45,7 @@ pub(super) fn summary(
     let helmloop = loopback(ports[&Office::HelmLoop]);
     let helmloop_token = layout.operator_token(Office::HelmLoop);
     let helmloop_token = helmloop_token.display();
+    let transport = super::tls::grpcurl_transport();
     lines.extend([
         format!(
             "runtime       {runtime}  (simulated llama.cpp: animator {DEV_ANIMATOR}, model {DEV_MODEL})"
@@ -69,21 +70,21 @@ pub(super) fn summary(
         ),
         String::new(),
         "try:".into(),
-        format!("  grpcurl -plaintext {dispatcher} list"),
+        format!("  grpcurl {transport} {dispatcher} list"),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"include_peers\": true}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Describe"
+            "  grpcurl {transport} -H \"authorization: Bearer $(cat {token})\" -d '{{\"include_peers\": true}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Describe"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\", \"request_id\": \"try-1\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
+            "  grpcurl {transport} -H \"authorization: Bearer $(cat {token})\" -d '{{\"demand\": {{\"family\": \"FAMILY_CHAT\", \"model_id\": \"{DEV_MODEL}\"}}, \"holder\": \"me\", \"request_id\": \"try-1\"}}' {dispatcher} lychd.dispatcher.v1.Dispatcher/Lease"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {helmloop_token})\" -d \"{{\\\"document\\\": \\\"$(base64 -w0 fixtures/helmloop/records/outcome-contract-v1.json)\\\"}}\" {helmloop} lychd.helmloop.v1.HelmLoop/Digest"
+            "  grpcurl {transport} -H \"authorization: Bearer $(cat {helmloop_token})\" -d \"{{\\\"document\\\": \\\"$(base64 -w0 fixtures/helmloop/records/outcome-contract-v1.json)\\\"}}\" {helmloop} lychd.helmloop.v1.HelmLoop/Digest"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" {orchestrator} lychd.orchestrator.v1.Orchestrator/GetTopology"
+            "  grpcurl {transport} -H \"authorization: Bearer $(cat {orchestrator_token})\" {orchestrator} lychd.orchestrator.v1.Orchestrator/GetTopology"
         ),
         format!(
-            "  grpcurl -plaintext -H \"authorization: Bearer $(cat {orchestrator_token})\" -d '{{\"capability_key\": \"{swap_to}:chat:{swap_model}\", \"priority\": 50, \"request_id\": \"swap-1\", \"wait_ms\": 15000}}' {orchestrator} lychd.orchestrator.v1.Orchestrator/RequestTransition"
+            "  grpcurl {transport} -H \"authorization: Bearer $(cat {orchestrator_token})\" -d '{{\"capability_key\": \"{swap_to}:chat:{swap_model}\", \"priority\": 50, \"request_id\": \"swap-1\", \"wait_ms\": 15000}}' {orchestrator} lychd.orchestrator.v1.Orchestrator/RequestTransition"
         ),
         String::new(),
         "Ctrl-C stops everything.".into(),

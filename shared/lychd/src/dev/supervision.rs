@@ -332,9 +332,15 @@ impl Backoff {
 async fn serving(port: u16, instance: &str) -> bool {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
-    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(loopback_url(port)) else {
+    let Ok(mut endpoint) = tonic::transport::Endpoint::from_shared(loopback_url(port)) else {
         return false;
     };
+    if let Some(tls) = super::tls::client() {
+        let Ok(secure) = endpoint.tls_config(tls) else {
+            return false;
+        };
+        endpoint = secure;
+    }
     let Ok(channel) = endpoint.connect().await else {
         return false;
     };

@@ -157,10 +157,17 @@ pub async fn serving(endpoint: &str) -> bool {
 }
 
 /// Ward's configuration `text` without `auth.credential_file`, listening on loopback `port`.
+///
+/// It serves plaintext (no `tls.cert_file`/`tls.key_file`): it listens on loopback only, for as
+/// long as the provisioner beside it enrolls; the CA stays, for its peers and PostgreSQL.
 fn without_credential(text: &str, port: u16) -> Result<String, toml::de::Error> {
     let mut table: toml::Table = toml::from_str(text)?;
     if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
         auth.remove("credential_file");
+    }
+    if let Some(toml::Value::Table(tls)) = table.get_mut("tls") {
+        tls.remove("cert_file");
+        tls.remove("key_file");
     }
     let server = table
         .entry("server")
@@ -181,6 +188,14 @@ mod tests {
 
     use super::*;
 
+    fn original_ca() -> Option<PathBuf> {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/ward.toml");
+        OfficeConfig::load(Office::Ward, Some(&shipped), Vec::new())
+            .expect("loads")
+            .tls
+            .ca_file
+    }
+
     #[test]
     fn the_temporary_ward_has_no_credential_and_listens_on_loopback_only() {
         let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/ward.toml");
@@ -191,6 +206,11 @@ mod tests {
         let cfg = OfficeConfig::load(Office::Ward, Some(&path), Vec::new()).expect("loads");
         assert_eq!(cfg.auth.credential_file, None);
         assert_eq!(cfg.server.listen.to_string(), "127.0.0.1:41234");
+        assert!(
+            !cfg.tls.serves_tls(),
+            "plaintext on loopback, reached at http://"
+        );
+        assert_eq!(cfg.tls.ca_file, original_ca());
         let original = OfficeConfig::load(Office::Ward, Some(&shipped), Vec::new()).expect("loads");
         assert_eq!(cfg.database.url, original.database.url);
         assert_eq!(cfg.database.password_file, original.database.password_file);
