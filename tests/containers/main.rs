@@ -461,9 +461,28 @@ fn grpcurl(args: &[&str]) -> Output {
         .expect("run grpcurl")
 }
 
-fn call(endpoint: &str, token: &str, method: &str, body: &str) -> serde_json::Value {
+/// An office as grpcurl reaches it: its address, and over TLS the CA that verifies it (the
+/// containers serve TLS as shipped; `lychd dev` serves plaintext on loopback).
+struct Target {
+    addr: String,
+    ca: Option<PathBuf>,
+}
+
+impl Target {
+    fn grpcurl(&self, bearer: &str, body: &str, method: &str) -> Output {
+        let ca = self.ca.as_ref().map(|p| p.display().to_string());
+        let mut args = match &ca {
+            Some(ca) => vec!["-cacert", ca.as_str()],
+            None => vec!["-plaintext"],
+        };
+        args.extend(["-H", bearer, "-d", body, &self.addr, method]);
+        grpcurl(&args)
+    }
+}
+
+fn call(target: &Target, token: &str, method: &str, body: &str) -> serde_json::Value {
     let bearer = format!("authorization: Bearer {token}");
-    let out = grpcurl(&["-plaintext", "-H", &bearer, "-d", body, endpoint, method]);
+    let out = target.grpcurl(&bearer, body, method);
     assert!(
         out.status.success(),
         "{method}: {}{}",
@@ -476,7 +495,7 @@ fn call(endpoint: &str, token: &str, method: &str, body: &str) -> serde_json::Va
 /// Flow 1 (warm grant): the capability is listed, a lease for its model is granted with the
 /// runtime's route (retried while the Dispatcher's first probe has not seen it WARM yet), the
 /// lease is listed, then released.
-fn warm_grant(dispatcher: &str, token: &str, key: &str, model: &str, route: &str) {
+fn warm_grant(dispatcher: &Target, token: &str, key: &str, model: &str, route: &str) {
     let caps = call(
         dispatcher,
         token,
@@ -527,7 +546,7 @@ fn warm_grant(dispatcher: &str, token: &str, key: &str, model: &str, route: &str
 
 /// Flow 5 (memory): the walk of docs/archive.md, as written there (intake → promote → recall
 /// with receipt → revoke → the receipt's resolution refuses).
-fn memory(archive: &str, token: &str) {
+fn memory(archive: &Target, token: &str) {
     let doc = std::fs::read_to_string(repo().join("docs/archive.md")).expect("docs/archive.md");
     let block = doc
         .split("<!-- archive-walk -->\n```sh\n")
@@ -544,7 +563,7 @@ fn memory(archive: &str, token: &str) {
             .map(|(body, _)| body.replace("'$REVISION'", &revision))
             .expect("-d '<body>' \"$ARCHIVE\"");
         let method = line.rsplit(' ').next().expect("method");
-        let out = grpcurl(&["-plaintext", "-H", &bearer, "-d", &body, archive, method]);
+        let out = archive.grpcurl(&bearer, &body, method);
         if method.ends_with("/ResolveReceipt") {
             let err = text(&out.stderr);
             assert!(
@@ -694,6 +713,38 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
         }
     };
     create_secrets(&mut run, "-password");
+    // TLS (deploy/README.md, step 0): a CA, a certificate per office naming
+    // `<office>.lychd.internal` and `lychd-<office>` (and loopback, for grpcurl from the host),
+    // one for PostgreSQL naming `lychd-postgres`; each a Podman secret.
+    let tls = tempfile::tempdir().expect("tls dir");
+    let ca = lychd_runtime::devca::DevCa::new("lychd stack test CA").expect("CA");
+    let ca_file = ca.write_ca(tls.path()).expect("write CA");
+    let tls_secret = |run: &mut Run, name: &str, file: &Path| {
+        let name = run.name(name);
+        podman_ok(&["secret", "create", &name, &file.display().to_string()]);
+        run.secrets.push(name);
+    };
+    tls_secret(&mut run, "lychd-tls-ca", &ca_file);
+    let mut issued = Vec::new();
+    for office in lychd_runtime::Office::ALL {
+        let host = format!("lychd-{}", office.name());
+        let cert = ca.issue_office(office, &[host]).expect("office certificate");
+        issued.push((office.name().to_owned(), cert));
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let postgres = ca
+        .issue_for(
+            &["lychd-postgres".to_owned()],
+            now - time::Duration::hours(1),
+            now + time::Duration::days(1),
+        )
+        .expect("PostgreSQL certificate");
+    issued.push(("postgres".to_owned(), postgres));
+    for (name, cert) in &issued {
+        let files = cert.write(tls.path(), name).expect("write certificate");
+        tls_secret(&mut run, &format!("lychd-{name}-tls-cert"), &files.cert_file);
+        tls_secret(&mut run, &format!("lychd-{name}-tls-key"), &files.key_file);
+    }
 
     let order = start_order(&units);
     let (first, offices): (Vec<String>, Vec<String>) = order.iter().cloned().partition(|n| {
@@ -718,6 +769,10 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
         "{},type=mount,target=lychd-ward-app-password,uid=10001",
         run.name("lychd-ward-app-password")
     );
+    let ca_secret = format!(
+        "{},type=mount,target=lychd-tls-ca,uid=10001",
+        run.name("lychd-tls-ca")
+    );
     let ward_toml = format!(
         "{}:/etc/lychd/ward.toml:ro,Z",
         repo().join("deploy/config/ward.toml").display()
@@ -730,6 +785,8 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
             &internal,
             "--secret",
             &ward_pw,
+            "--secret",
+            &ca_secret,
             "--volume",
             &ward_toml,
         ],
@@ -781,11 +838,15 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
             "lychd-ward"
         ]
     );
-    let at = |office: &str| format!("127.0.0.1:{}", ports[office]);
+    let addr = |office: &str| format!("127.0.0.1:{}", ports[office]);
+    let at = |office: &str| Target {
+        addr: addr(office),
+        ca: Some(ca_file.clone()),
+    };
     // The console (a client of the offices, no authority of its own) answers its sign-in page.
     {
         use std::io::{Read as _, Write as _};
-        let mut c = std::net::TcpStream::connect(at("lychd-console")).expect("console");
+        let mut c = std::net::TcpStream::connect(addr("lychd-console")).expect("console");
         c.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
         c.write_all(b"GET /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -903,14 +964,18 @@ async fn dev_flows() -> (Duration, Duration) {
             .to_owned()
     };
     let flows = Instant::now();
+    let at = |office: &str| Target {
+        addr: endpoints[office].clone(),
+        ca: None,
+    };
     warm_grant(
-        &endpoints["dispatcher"],
+        &at("dispatcher"),
         &token("dispatcher"),
         "sim0:chat:qwen3-0.6b",
         "qwen3-0.6b",
         "http://127.0.0.1:",
     );
-    memory(&endpoints["archive"], &token("archive"));
+    memory(&at("archive"), &token("archive"));
     let elapsed = flows.elapsed();
     drop(stack);
     (cold, elapsed)
