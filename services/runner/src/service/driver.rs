@@ -133,6 +133,8 @@ impl Driver {
                 }
                 Ok(None) => {
                     drop(slot);
+                    // Idle: release a cancelled run's consents whose ask is still due.
+                    while let Ok(true) = self.service.release_due(&self.consents).await {}
                     tokio::time::sleep(poll).await;
                 }
                 Err(e) => {

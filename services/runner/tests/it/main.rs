@@ -6,6 +6,7 @@ mod budgets;
 mod calibration;
 mod checkpoints;
 mod common;
+mod effect_cancel;
 mod effect_faults;
 mod effect_rules;
 mod effect_secrets;
