@@ -121,3 +121,73 @@ async fn a_failed_release_is_asked_again_by_the_step_loop_until_ward_settles_it(
     assert_eq!(pending(&mut s, id).await, 0);
     assert_eq!(s.sim.deliveries(), 0);
 }
+
+#[tokio::test]
+async fn a_recovery_review_that_cancels_a_quarantined_run_releases_its_consent() {
+    let mut s = stack("").await;
+    let (id, c) = waiting(&mut s, "cancel-release-3").await;
+    // The run's latest checkpoint is corrupted while it waits: the step loop quarantines it.
+    let version = i64::try_from(s.run(id).await.version).expect("version");
+    let mut db = s.sandbox.db.superuser().await;
+    sqlx::query(
+        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
+          WHERE run_id = $1 AND version = $2",
+    )
+    .bind(id)
+    .bind(version)
+    .execute(&mut db)
+    .await
+    .expect("corrupt");
+    s.until(id, "QUARANTINED").await;
+    assert_eq!(
+        pending(&mut s, id).await,
+        1,
+        "quarantine settles no consent"
+    );
+    // The operator reviews it and cancels: the consent is released.
+    let mut admin = s.sandbox.admin();
+    admin
+        .ensure_assignment(
+            &s.sandbox.operator_id,
+            "runner:review",
+            "run:*",
+            "runner",
+            "review",
+        )
+        .await
+        .expect("grant");
+    let point = s
+        .client
+        .inspect_checkpoint(lychd_proto::runner::v1::InspectCheckpointRequest {
+            run_id: id.to_string(),
+            version: 0,
+        })
+        .await
+        .expect("inspect")
+        .into_inner();
+    s.client
+        .review_quarantine(lychd_proto::runner::v1::ReviewQuarantineRequest {
+            run_id: id.to_string(),
+            decision: lychd_proto::runner::v1::ReviewDecision::Cancel as i32,
+            recovery_checksum: point.recovery_checksum,
+            rationale: "the waiting run is not wanted any more".into(),
+        })
+        .await
+        .expect("review");
+    assert_eq!(s.run(id).await.state, "CANCELED");
+    let ward = s.ward.clone();
+    let consent_id = c.consent_id.clone();
+    eventually("the step loop releases the consent", || {
+        let mut w = ward.clone();
+        let consent_id = consent_id.clone();
+        async move {
+            w.get_consent(wpb::GetConsentRequest { consent_id })
+                .await
+                .ok()
+                .and_then(|r| r.into_inner().consent)
+                .is_some_and(|c| c.state == wpb::ConsentState::Cancelled as i32)
+        }
+    })
+    .await;
+    assert_eq!(s.sim.deliveries(), 0);
+}
