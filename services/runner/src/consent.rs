@@ -172,6 +172,24 @@ impl Consents {
         }
     }
 
+    /// Settle every pending consent of run `run_id` as cancelled (`CancelForRun`, action
+    /// `ward:cancel` on `run:<run_id>`, the runner's own session): how many Ward settled now
+    /// (0 when none was pending, e.g. on a repeated ask).
+    pub async fn cancel_for_run(&self, run_id: &str) -> Result<u32, Refused> {
+        let Some(mut ward) = self.ward.clone() else {
+            return Err(Refused::Unavailable);
+        };
+        ward.cancel_for_run(wpb::CancelForRunRequest {
+            run_id: run_id.to_owned(),
+        })
+        .await
+        .map(|a| a.into_inner().cancelled)
+        .map_err(|s| {
+            tracing::warn!(code = ?s.code(), reason = %reason(&s), "releasing a cancelled run's consents failed");
+            Refused::Unavailable
+        })
+    }
+
     /// May the runner (its own principal, the effect's executor) perform `action` on
     /// `object` now? Asked of Ward immediately before every dispatch, never cached.
     pub async fn authorize(&self, action: &str, object: &str) -> Result<bool, Refused> {

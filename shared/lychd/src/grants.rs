@@ -84,7 +84,8 @@ pub const ORCHESTRATOR_GRANTS: &[(&str, &str)] = &[
 /// Ward's consent and its approval consumed as the effect's owner (`effect:runner`), and
 /// delivered through the HTTP adapter only while Ward allows the Runner `runner:effect_http`
 /// on the destination (asked immediately before every dispatch; the operator narrows
-/// `destination:*` to the hosts effects may reach).
+/// `destination:*` to the hosts effects may reach); a run it cancels has its pending consents
+/// settled at Ward (`CancelForRun`).
 pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
@@ -94,5 +95,7 @@ pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("ward:propose", "effect:helmloop"),
     ("ward:propose", "effect:runner"),
     ("ward:consume", "effect:runner"),
+    // A cancelled run's pending consents are released (`CancelForRun` on `run:<id>`).
+    ("ward:cancel", "run:*"),
     ("runner:effect_http", "destination:*"),
 ];

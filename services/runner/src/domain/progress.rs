@@ -214,8 +214,15 @@ impl Progress {
 }
 
 /// The waiting states: the run is released from its lease and its time there counts against
-/// `max_suspended_seconds` (the driver's clocks and a replay's read the same list).
-pub const WAITING: [&str; 3] = ["WAIT_CAPABILITY", "WAIT_APPROVAL", "WAIT_VERIFICATION"];
+/// `max_suspended_seconds` (the driver's clocks and a replay's read the same list). A run
+/// waiting for a person to settle an unknown effect outcome (`HUMAN_RECONCILIATION`) is
+/// suspended too: its budgets and its caller's deadline still end it (issue 28).
+pub const WAITING: [&str; 4] = [
+    "WAIT_CAPABILITY",
+    "WAIT_APPROVAL",
+    "WAIT_VERIFICATION",
+    "HUMAN_RECONCILIATION",
+];
 
 /// What the runner does next with a run.
 #[derive(Debug, Clone, PartialEq, Eq)]

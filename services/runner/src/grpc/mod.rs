@@ -35,6 +35,8 @@ pub struct RunnerService {
     streams: lychd_runtime::streams::StreamLimit,
     /// The gauges read from the office's schema, polled until this service is dropped.
     _gauges: Option<lychd_runtime::metrics::Polled>,
+    /// Ward's consent as a peer: a cancelled run's pending consents are released through it.
+    consents: crate::consent::Consents,
 }
 
 /// Run streams the office serves at once, and its default share per principal (fixed in this
@@ -241,6 +243,11 @@ impl Runner for RunnerService {
             .run_for(&request, &request.get_ref().run_id, actions::CANCEL)
             .await?;
         let run = self.service.cancel(id, &principal.id).await.map_err(err)?;
+        // The cancel is committed: its pending consents are released at Ward now; a failed
+        // ask stays due and the step loop asks again (the run is canceled either way).
+        if let Err(e) = self.service.release(&self.consents, id).await {
+            tracing::warn!(run = %id, error = %e, "releasing a cancelled run's consents failed; retried later");
+        }
         Ok(Response::new(pb::CancelRunResponse {
             run: Some(convert::run(&run)),
         }))
@@ -426,15 +433,17 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             // resumes the run from its last checkpoint.
             tokio::spawn(driver.run());
         }
-        Ok(routes(&ctx, service))
+        let consents = crate::consent::Consents::new(&ctx)?;
+        Ok(routes(&ctx, service, consents))
     })
 }
 
-fn routes(ctx: &ServeContext, service: Arc<Service>) -> Routes {
+fn routes(ctx: &ServeContext, service: Arc<Service>, consents: crate::consent::Consents) -> Routes {
     let server = RunnerServer::new(RunnerService {
         ctx: ctx.clone(),
         _gauges: crate::service::metrics::start(ctx.pool.clone()),
         service,
+        consents,
         streams: lychd_runtime::streams::StreamLimit::new(
             STREAM_LIMIT,
             lychd_runtime::streams::default_share(STREAM_LIMIT),

@@ -133,6 +133,8 @@ impl Driver {
                 }
                 Ok(None) => {
                     drop(slot);
+                    // Idle: release a cancelled run's consents whose ask is still due.
+                    while let Ok(true) = self.service.release_due(&self.consents).await {}
                     tokio::time::sleep(poll).await;
                 }
                 Err(e) => {
@@ -246,6 +248,11 @@ impl Driver {
             }
             // How long a wait may last before a deadline or a time budget needs the run again.
             let cap = |ms: u64| ms.min(time_left_ms(&run, &budgets, clocks, now)).max(10);
+            if run.state == RECONCILING {
+                // A person settles the unknown outcome (`ResolveUnknownOutcome`); the run is
+                // looked at again only when a budget or its deadline would end it (above).
+                return Ok(Stopped::Waiting(cap(u64::MAX)));
+            }
             let (event, after, then) =
                 match progress::next(&workflow, &budgets, &run.state, &p, run.generation) {
                     Next::Idle => return Ok(Stopped::Idle),
@@ -386,6 +393,8 @@ impl Driver {
     }
 }
 
+/// The state in which an unknown effect outcome waits for a person (a waiting state).
+const RECONCILING: &str = super::effects::HUMAN_RECONCILIATION;
 /// The FSM event of a spent budget.
 const BUDGET_EVENT: &str = "budget_exhausted";
 /// The FSM event of a passed deadline (`StartRun.timeout_seconds`).

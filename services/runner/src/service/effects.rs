@@ -136,7 +136,14 @@ impl Service {
             .next(&run.state, event)
             .map(|edge| edge.to.clone())
             .ok_or(RunnerError::NotReconciling)?;
-        let q = rules::resolved(&p, resolution);
+        let mut q = rules::resolved(&p, resolution);
+        // The wait for a person is suspended time (from the committed entry into the state,
+        // the row's `updated_at`), charged by the commit that ends it.
+        let waited = (time::OffsetDateTime::now_utc() - run.updated_at).whole_milliseconds();
+        q.used.suspended_ms = q
+            .used
+            .suspended_ms
+            .saturating_add(u64::try_from(waited).unwrap_or(0));
         let checkpoint = self.checkpoint_with(&run, run.version + 1, &to, &q);
         let after = runs::commit_with(
             &mut **tx,
@@ -178,6 +185,9 @@ impl Service {
         if let Some(key) = ledger::find_key(&mut **tx, id, e.sequence).await? {
             ledger::settle(&mut **tx, &key).await?;
         }
+        // The step loop gave the waiting run back until a budget or its deadline: it takes
+        // the run again at once (a runner holding it meanwhile is fenced).
+        crate::store::leases::wake(tx, id).await?;
         Ok(after)
     }
 }

@@ -3,7 +3,8 @@
 //! read, list, cancel and the transitions of runs; `checkpoints`: inspection and quarantine;
 //! `recovery`: the recovery review; `effects`: an effect's inspection and the operator's
 //! resolution of an unknown outcome; `migrations`: state-schema migrations; `driver`: the step
-//! loop; `watch`: the feed; `replay`: the deterministic replay of a finished run.
+//! loop; `watch`: the feed; `replay`: the deterministic replay of a finished run; `releases`: a cancelled run's pending
+//! consents released at Ward.
 
 pub mod checkpoints;
 pub mod driver;
@@ -11,6 +12,7 @@ pub mod effects;
 pub mod metrics;
 pub mod migrations;
 pub mod recovery;
+pub mod releases;
 pub mod replay;
 pub mod runs;
 pub mod watch;

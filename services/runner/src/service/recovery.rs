@@ -18,6 +18,8 @@ use crate::store::runs::{CheckpointRow, NewTransition};
 
 /// The state a run under recovery review is in.
 pub const QUARANTINED: &str = "QUARANTINED";
+/// The terminal category of a cancel (a review that cancels releases the run's consents).
+const CANCELED: &str = "canceled";
 
 /// A review, decoded and valid in shape.
 #[derive(Debug, Clone)]
@@ -192,6 +194,11 @@ impl Service {
         )
         .await?
         .ok_or(RunnerError::Fenced)?;
+        if category == Some(CANCELED) {
+            // A cancel ends the run: its pending consents at Ward are released (the step
+            // loop asks Ward; `service::releases`).
+            crate::store::releases::mark(tx, run.id).await?;
+        }
         let review = store::record_review(
             tx,
             &NewReview {

@@ -16,6 +16,7 @@ use crate::domain::run::{STATE_SCHEMA_VERSION, request_digest, request_digest_wi
 use crate::domain::tree;
 use crate::domain::workflow::Workflow;
 use crate::error::RunnerError;
+use crate::store::releases;
 use crate::store::runs::{self, NewRun, NewTransition, Started};
 pub use crate::store::runs::{RunRow, TransitionRow};
 use crate::store::starts;
@@ -271,7 +272,9 @@ impl Service {
 
     /// Cancel run `id` of `owner`: the FSM's `cancel` edge from its state, or a durable
     /// interrupt where the FSM has none (effect-critical states, recovery review); a canceled
-    /// run answers as it is, a run that ended otherwise is refused.
+    /// run answers as it is, a run that ended otherwise is refused. A cancel that ends the run
+    /// marks, in its own transaction, the run's pending consents at Ward to be released
+    /// (`store::releases`; Ward's `CancelForRun` is asked after the commit, [`Service::release`]).
     pub async fn cancel(&self, id: Uuid, owner: &str) -> Result<RunRow, RunnerError> {
         let mut tx = self.pool.begin().await?;
         let run = runs::lock(&mut tx, id, Some(owner))
@@ -279,8 +282,13 @@ impl Service {
             .ok_or(RunnerError::RunNotFound)?;
         let after = match self.fsm.next(&run.state, CANCEL_EVENT) {
             Some(edge) => {
-                self.take(&mut tx, &run, &edge.to, CANCEL_EVENT, owner)
-                    .await?
+                let taken = self
+                    .take(&mut tx, &run, &edge.to, CANCEL_EVENT, owner)
+                    .await?;
+                if taken.is_some() {
+                    releases::mark(&mut tx, id).await?;
+                }
+                taken
             }
             None if run.terminal_category.as_deref() == Some("canceled") => Some(run),
             None if self.fsm.is_terminal(&run.state) => return Err(RunnerError::RunFinished),

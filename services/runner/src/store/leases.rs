@@ -10,10 +10,12 @@ use super::runs::{RUN, RunRow, run};
 use crate::domain::run::STATE_SCHEMA_VERSION;
 
 /// The states the step loop drives (a run elsewhere waits for someone else, or has ended).
-/// The effect path's states are driven too (`HUMAN_RECONCILIATION` waits for an operator).
+/// The effect path's states are driven too; a run in `HUMAN_RECONCILIATION` waits for an
+/// operator and is claimed only to end it when a budget or its deadline runs out (the driver
+/// gives it back until then).
 pub const DRIVABLE: &str = "('CREATED', 'PLAN', 'ACT', 'WAIT_CAPABILITY', 'INGEST', 'VERIFY', \
      'WAIT_VERIFICATION', 'PLAN_EFFECTS', 'WAIT_APPROVAL', 'COMMIT_INTENT', 'EXECUTE', \
-     'RECONCILE', 'HONOR_PENDING_INTERRUPT')";
+     'RECONCILE', 'HONOR_PENDING_INTERRUPT', 'HUMAN_RECONCILIATION')";
 
 /// Claim one drivable run whose lease is free or expired (oldest first, skipping rows another
 /// claimer has locked): `holder` takes its lease until `ttl_ms` from now, under a new
@@ -96,6 +98,24 @@ pub async fn release(
     .bind(holder)
     .bind(wait_ms)
     .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Hand run `id` back to the step loop at once after a person moved it (in the transaction of
+/// that commit): its lease freed, no not-before, and a new generation, so a runner that held
+/// it while it waited (and would give it back with a later not-before) is fenced.
+pub async fn wake(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE runner.runs SET generation = generation + 1, lease_holder = NULL, \
+                lease_expires_at = NULL, not_before = NULL \
+          WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }

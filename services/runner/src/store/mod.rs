@@ -6,7 +6,9 @@
 //! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source); `effects`
 //! (an effect's intent, outbox and append-only ledger: written in the transaction of the fenced
 //! commit they belong to; the outbox claim is fenced on the run's lease generation); `replay` (a
-//! run's whole record read in one read-only transaction).
+//! run's whole record read in one read-only transaction); `releases` (a cancelled run's
+//! pending consents to be released at Ward: marked in the cancel's transaction, taken with
+//! `FOR UPDATE SKIP LOCKED`).
 
 pub mod effects;
 pub mod feed;
@@ -14,6 +16,7 @@ pub mod leases;
 pub mod metrics;
 pub mod provenance;
 pub mod recovery;
+pub mod releases;
 pub mod replay;
 pub mod runs;
 pub mod starts;

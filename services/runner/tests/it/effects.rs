@@ -51,6 +51,17 @@ pub async fn build(office: &str, runtime: Option<String>) -> Stack {
 
 /// [`build`] with `ward` (TOML lines) as Ward's `[office]` section (standing rules, TTLs).
 pub async fn build_with(office: &str, runtime: Option<String>, ward: Option<String>) -> Stack {
+    build_granted(office, runtime, ward, true).await
+}
+
+/// [`build_with`]; the Runner holds `ward:cancel` on `run:*` (as provisioning gives it) only
+/// when `release`.
+pub async fn build_granted(
+    office: &str,
+    runtime: Option<String>,
+    ward: Option<String>,
+    release: bool,
+) -> Stack {
     let sim = SimEffect::start().await;
     let credential_file =
         std::env::temp_dir().join(format!("lychd-effect-credential-{}", Uuid::new_v4()));
@@ -120,6 +131,12 @@ pub async fn build_with(office: &str, runtime: Option<String>, ward: Option<Stri
     ] {
         admin
             .ensure_assignment(&runner, action, object, audience, purpose)
+            .await
+            .expect("runner grant");
+    }
+    if release {
+        admin
+            .ensure_assignment(&runner, "ward:cancel", "run:*", "ward", "cancel")
             .await
             .expect("runner grant");
     }

@@ -6,6 +6,8 @@ mod budgets;
 mod calibration;
 mod checkpoints;
 mod common;
+mod effect_cancel;
+mod effect_deadline;
 mod effect_faults;
 mod effect_rules;
 mod effect_secrets;
