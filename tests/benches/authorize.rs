@@ -83,7 +83,13 @@ async fn main() {
         .expect("subject session")
         .token;
         admin
-            .ensure_assignment(&id, "dispatcher:lease", "capability:*", "dispatcher", "lease")
+            .ensure_assignment(
+                &id,
+                "dispatcher:lease",
+                "capability:*",
+                "dispatcher",
+                "lease",
+            )
             .await
             .expect("grant");
         subject_tokens.push(token);
