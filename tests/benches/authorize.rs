@@ -2,6 +2,10 @@
 //! same run: p50/p99, decisions/s and CPU per call at concurrency 1 and 32 (this process — the
 //! Ward office in-process and the bench's clients — and PostgreSQL's, from `/proc`).
 //!
+//! Each concurrency level also runs `Authorize` about 32 subjects' tokens in turn: the same
+//! subject in every call lets Ward bind one question for a whole batch (ADR 0006), different
+//! subjects share only the asking office's own `ward:decide` question.
+//!
 //! Run: `cargo bench -p lychd-e2e --bench authorize` (needs PostgreSQL like the tests).
 
 use lychd_proto::ward::v1::ward_client::WardClient;
@@ -12,6 +16,8 @@ use tonic_health::pb::health_client::HealthClient;
 
 const SECONDS_PER_CASE: u64 = 5;
 const WARMUP: usize = 200;
+/// Subjects asked about round-robin in the "different tokens" case.
+const SUBJECTS: usize = 32;
 
 #[tokio::main]
 async fn main() {
@@ -58,6 +64,39 @@ async fn main() {
         .await
         .expect("grant");
 
+    // Subjects of their own, each with one session, for the case where the questions asked
+    // together are about different tokens (only the asker's own question is shared).
+    let mut subject_tokens = Vec::with_capacity(SUBJECTS);
+    for i in 0..SUBJECTS {
+        let id = admin
+            .ensure_principal(PrincipalKind::Human, &format!("bench-subject-{i}"))
+            .await
+            .expect("subject");
+        let credential = admin.issue_standing(&id).await.expect("credential");
+        let token = lychd_auth::admin::exchange(
+            lychd_runtime::client::channel(&spawned.endpoint()).expect("endpoint"),
+            &credential,
+            0,
+            &["dispatcher"],
+        )
+        .await
+        .expect("subject session")
+        .token;
+        admin
+            .ensure_assignment(
+                &id,
+                "dispatcher:lease",
+                "capability:*",
+                "dispatcher",
+                "lease",
+            )
+            .await
+            .expect("grant");
+        subject_tokens.push(token);
+    }
+    let subject_tokens: std::sync::Arc<[String]> = subject_tokens.into();
+    let next_subject = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+
     let endpoint = spawned.endpoint();
     let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
         .expect("endpoint")
@@ -72,6 +111,34 @@ async fn main() {
             let mut client = WardClient::new(channel.clone());
             let bearer = bearer.clone();
             let token = subject_token.clone();
+            async move {
+                let mut request = tonic::Request::new(AuthorizeRequest {
+                    token,
+                    action: "dispatcher:lease".into(),
+                    object: "capability:anvil:chat:qwen3-8b".into(),
+                    audience: "dispatcher".into(),
+                    purpose: "lease".into(),
+                    expected_policy_generation: None,
+                });
+                request.metadata_mut().insert("authorization", bearer);
+                let answer = client
+                    .authorize(request)
+                    .await
+                    .expect("authorize")
+                    .into_inner();
+                assert_eq!(answer.decision, Decision::Allow as i32);
+            }
+        }
+    };
+    let authorize_many = {
+        let channel = channel.clone();
+        let bearer: tonic::metadata::MetadataValue<_> =
+            format!("Bearer {office_token}").parse().expect("ascii");
+        move || {
+            let mut client = WardClient::new(channel.clone());
+            let bearer = bearer.clone();
+            let n = next_subject.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let token = subject_tokens[n % subject_tokens.len()].clone();
             async move {
                 let mut request = tonic::Request::new(AuthorizeRequest {
                     token,
@@ -140,6 +207,21 @@ async fn main() {
             ms(a.p99) / ms(h.p99),
             a.per_second / h.per_second,
             a_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
+        );
+        let (m, m_cpu) = metered(concurrency, authorize_many.clone()).await;
+        println!(
+            "authorize, {SUBJECTS} subjects    {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
+            ms(m.p50),
+            ms(m.p99),
+            m.per_second,
+            us(m_cpu)
+        );
+        println!(
+            "ratio {SUBJECTS} subjects/health {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
+            ms(m.p50) / ms(h.p50),
+            ms(m.p99) / ms(h.p99),
+            m.per_second / h.per_second,
+            m_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
         );
     }
     let h = paced(500, SECONDS_PER_CASE, health.clone()).await;

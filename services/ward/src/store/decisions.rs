@@ -77,7 +77,7 @@ pub enum Authentication {
     Refused(Reason),
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(sqlx::FromRow, Clone)]
 struct Row {
     n: i64,
     session_id: Uuid,
@@ -133,7 +133,9 @@ struct Ask<'a> {
 }
 
 /// A well-formed ask as the resolving statement binds it: owned, so it may travel to the
-/// [`Resolver`]'s batch. The token itself never leaves the caller — only its digest.
+/// [`Resolver`]'s batch. The token itself never leaves the caller — only its digest. Two equal
+/// asks in one statement have one answer (one snapshot, one clock): each is sent once.
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct Sent {
     digest: Vec<u8>,
     action: Option<String>,
@@ -166,25 +168,44 @@ impl Sent {
 }
 
 /// Answer every sent ask in ONE statement on `conn` (one snapshot): a row per ask, in order,
-/// `None` where no session has the token.
-async fn run(conn: &mut sqlx::PgConnection, sent: &[Sent]) -> Result<Vec<Option<Row>>> {
-    let mut answers: Vec<Option<Row>> = sent.iter().map(|_| None).collect();
+/// `None` where no session has the token; and how many distinct asks the statement bound.
+///
+/// Equal asks are bound once and their answer given to each: within one statement they read
+/// the same snapshot at the same `statement_timestamp()`, so they could not be answered apart.
+/// Under load most asks of a batch are equal — every question an office asks comes with its own
+/// `ward:decide` question, the same for all of them, and one caller's token is often asked
+/// about by several of its calls at once.
+async fn run(conn: &mut sqlx::PgConnection, sent: &[Sent]) -> Result<(Vec<Option<Row>>, usize)> {
     if sent.is_empty() {
-        return Ok(answers);
+        return Ok((Vec::new(), 0));
     }
-    let column =
-        |f: fn(&Sent) -> Option<&String>| -> Vec<Option<&String>> { sent.iter().map(f).collect() };
+    let (firsts, of) = distinct(sent);
+    let bound: Vec<&Sent> = firsts.iter().map(|&i| &sent[i]).collect();
+    let column = |f: fn(&Sent) -> Option<&String>| -> Vec<Option<&String>> {
+        bound.iter().map(|s| f(s)).collect()
+    };
     let rows: Vec<Row> = sqlx::query_as(RESOLVE_SQL)
-        .bind(sent.iter().map(|s| s.digest.as_slice()).collect::<Vec<_>>())
+        .bind(
+            bound
+                .iter()
+                .map(|s| s.digest.as_slice())
+                .collect::<Vec<_>>(),
+        )
         .bind(column(|s| s.action.as_ref()))
         .bind(column(|s| s.object.as_ref()))
         .bind(column(|s| s.wildcard.as_ref()))
-        .bind(sent.iter().map(|s| s.audience.as_str()).collect::<Vec<_>>())
+        .bind(
+            bound
+                .iter()
+                .map(|s| s.audience.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(column(|s| s.purpose.as_ref()))
         .fetch_all(&mut *conn)
         .await?;
+    let mut answers: Vec<Option<Row>> = bound.iter().map(|_| None).collect();
     for row in rows {
-        // `n` is the 1-based ordinal among the asks sent.
+        // `n` is the 1-based ordinal among the asks bound.
         let at = usize::try_from(row.n - 1)
             .ok()
             .and_then(|i| answers.get_mut(i));
@@ -192,7 +213,29 @@ async fn run(conn: &mut sqlx::PgConnection, sent: &[Sent]) -> Result<Vec<Option<
             *answer = Some(row);
         }
     }
-    Ok(answers)
+    Ok((
+        of.iter().map(|&d| answers[d].clone()).collect(),
+        firsts.len(),
+    ))
+}
+
+/// The index of the first of each distinct item of `items`, and for every item which of those
+/// it equals (an index into the first list).
+fn distinct<T: std::hash::Hash + Eq>(items: &[T]) -> (Vec<usize>, Vec<usize>) {
+    let mut seen: std::collections::HashMap<&T, usize> =
+        std::collections::HashMap::with_capacity(items.len());
+    let mut firsts = Vec::new();
+    let of = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            *seen.entry(item).or_insert_with(|| {
+                firsts.push(i);
+                firsts.len() - 1
+            })
+        })
+        .collect();
+    (firsts, of)
 }
 
 /// Resolve every ask through `resolver` (batched with the questions of concurrent callers, one
@@ -395,4 +438,20 @@ fn decided(log: &DecisionLog, q: &Question<'_>, row: Option<Row>) -> Result<Deci
         }),
     })?;
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinct;
+
+    #[test]
+    fn equal_asks_are_bound_once_and_each_gets_its_answer() {
+        let (firsts, of) = distinct(&["a", "b", "a", "c", "b", "a"]);
+        assert_eq!(firsts, vec![0, 1, 3]);
+        assert_eq!(of, vec![0, 1, 0, 2, 1, 0]);
+        let (firsts, of) = distinct::<u8>(&[]);
+        assert!(firsts.is_empty() && of.is_empty());
+        let (firsts, of) = distinct(&[7, 8, 9]);
+        assert_eq!((firsts, of), (vec![0, 1, 2], vec![0, 1, 2]));
+    }
 }

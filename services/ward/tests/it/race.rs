@@ -178,8 +178,93 @@ async fn no_decision_started_after_a_revocation_returned_allows() {
         let lead = Duration::from_millis(rng.random_range(20..=200));
         check(&w, what, deciders, lead).await;
     }
-    // The deciders' questions were answered together: fewer statements than questions.
+    // The deciders' questions were answered together: fewer statements than questions, and
+    // their equal questions bound once per statement.
     let b = w.resolver.batching();
     assert!(b.asks > b.statements, "decisions were not batched: {b:?}");
+    assert!(b.bound < b.asks, "equal questions were bound apart: {b:?}");
     eprintln!("batching: {b:?}");
+}
+
+/// Equal and different questions asked together each get their own answer: a batch binds each
+/// distinct question once and hands its row to every asker of it, never another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn questions_asked_together_are_answered_each_by_its_own_facts() {
+    const SUBJECTS: usize = 6;
+    let w = Ward::with_pool(12).await;
+    let mut subjects = Vec::new();
+    for i in 0..SUBJECTS {
+        let p = w.service(&format!("mixed-{i}")).await;
+        // Even subjects hold the lease; the last one's session is revoked.
+        if i % 2 == 0 {
+            w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
+        }
+        let (_, s) = w.session(p.id).await;
+        if i == SUBJECTS - 1 {
+            sessions::revoke(&w.pool, None, s.id).await.expect("revoke");
+        }
+        let expected = match i {
+            i if i == SUBJECTS - 1 => Reason::SessionRevoked,
+            i if i % 2 == 0 => Reason::Allowed,
+            _ => Reason::NoAssignment,
+        };
+        subjects.push((p.id, s.token.expose_secret().to_owned(), expected));
+    }
+    let subjects = Arc::new(subjects);
+    let before = w.resolver.batching();
+    let tasks: Vec<_> = (0..48)
+        .map(|t| {
+            let (resolver, log, subjects) = (w.resolver.clone(), w.log.clone(), subjects.clone());
+            tokio::spawn(async move {
+                for k in 0..20 {
+                    let (id, token, expected) = &subjects[(t + k) % SUBJECTS];
+                    // Every third question asks about an object nobody holds.
+                    let (object, expected) = if k % 3 == 0 {
+                        (
+                            "lease:other",
+                            if *expected == Reason::Allowed {
+                                Reason::NoAssignment
+                            } else {
+                                *expected
+                            },
+                        )
+                    } else {
+                        (LEASE.1, *expected)
+                    };
+                    let d = lychd_ward::store::decisions::authorize(
+                        &resolver,
+                        &log,
+                        &lychd_ward::store::decisions::Question {
+                            token,
+                            action: LEASE.0,
+                            object,
+                            audience: LEASE.2,
+                            purpose: LEASE.3,
+                            expected_policy_generation: None,
+                            asked_by: None,
+                        },
+                    )
+                    .await
+                    .expect("decision");
+                    assert_eq!(d.reason, expected, "subject {id}, object {object}");
+                    if expected != Reason::SessionRevoked {
+                        assert_eq!(d.principal.map(|p| p.id), Some(*id), "another's answer");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("decider");
+    }
+    let after = w.resolver.batching();
+    let (statements, asks, bound) = (
+        after.statements - before.statements,
+        after.asks - before.asks,
+        after.bound - before.bound,
+    );
+    assert_eq!(asks, 48 * 20);
+    assert!(statements < asks, "not batched: {after:?}");
+    assert!(bound < asks, "equal questions were bound apart: {after:?}");
+    eprintln!("{statements} statements bound {bound} distinct of {asks} questions");
 }
