@@ -347,7 +347,9 @@ fn start_unit(ctx: &Ctx, unit_name: &str, ports: &mut BTreeMap<String, u16>) {
             wait_healthy(&name, timeout);
         }
         let base = unit.one("Container", "ContainerName").expect("name");
-        for host in published.values() {
+        // The service's own port: the lowest published (an office's metrics endpoint is its
+        // port + 1000).
+        if let Some(host) = published.values().next() {
             ports.insert(base.to_owned(), *host);
         }
     }
@@ -728,7 +730,9 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
     let mut issued = Vec::new();
     for office in lychd_runtime::Office::ALL {
         let host = format!("lychd-{}", office.name());
-        let cert = ca.issue_office(office, &[host]).expect("office certificate");
+        let cert = ca
+            .issue_office(office, &[host])
+            .expect("office certificate");
         issued.push((office.name().to_owned(), cert));
     }
     let now = time::OffsetDateTime::now_utc();
@@ -742,7 +746,11 @@ async fn the_stack_runs_in_containers_as_its_units_declare_and_walks_flows_1_and
     issued.push(("postgres".to_owned(), postgres));
     for (name, cert) in &issued {
         let files = cert.write(tls.path(), name).expect("write certificate");
-        tls_secret(&mut run, &format!("lychd-{name}-tls-cert"), &files.cert_file);
+        tls_secret(
+            &mut run,
+            &format!("lychd-{name}-tls-cert"),
+            &files.cert_file,
+        );
         tls_secret(&mut run, &format!("lychd-{name}-tls-key"), &files.key_file);
     }
 
