@@ -4,7 +4,10 @@
 //! office, an office's session without its certificate — each refused.
 
 use lychd_proto::ward::v1::ward_client::WardClient;
-use lychd_proto::ward::v1::{DescribeRequest, PrincipalKind};
+use lychd_proto::ward::v1::{
+    AuthenticateRequest, AuthorizeRequest, DescribeRequest, ExchangeCredentialRequest,
+    PrincipalKind,
+};
 use lychd_runtime::Office;
 use lychd_runtime::client::{Outgoing, channel_tls, peer_channel};
 use lychd_runtime::devca::{DevCa, Issued};
@@ -148,6 +151,81 @@ async fn mutual_tls_checks_the_certificate_against_the_session() {
         describe(&mut posing).await,
         "PEER_CERTIFICATE_OFFICE_MISMATCH",
     );
+
+    // Ward's own methods, which resolve their caller in the statement that answers them, hold
+    // the certificate against the caller's principal the same way: its own session
+    // (Authenticate), an asker's (Authorize), and a credential exchanged (ExchangeCredential).
+    let authenticate = |token: String| AuthenticateRequest {
+        token,
+        ..Default::default()
+    };
+    own.authenticate(authenticate(dispatcher_session.clone()))
+        .await
+        .expect("an office resolves its own session with its certificate");
+    refused_by_tls(
+        other
+            .authenticate(authenticate(dispatcher_session.clone()))
+            .await
+            .map(drop),
+        "PEER_CERTIFICATE_OFFICE_MISMATCH",
+    );
+    refused_by_tls(
+        bare.authenticate(authenticate(dispatcher_session.clone()))
+            .await
+            .map(drop),
+        "OFFICE_CERTIFICATE_REQUIRED",
+    );
+    s.admin
+        .clone()
+        .ensure_assignment(&id, "ward:decide", "decision:ward", "ward", "decide")
+        .await
+        .expect("the dispatcher may ask about sessions presented to Ward");
+    let authorize = AuthorizeRequest {
+        token: s.token.clone(),
+        action: "ward:describe".to_owned(),
+        object: "office:ward".to_owned(),
+        audience: "ward".to_owned(),
+        purpose: "describe".to_owned(),
+        ..Default::default()
+    };
+    own.authorize(authorize.clone())
+        .await
+        .expect("an office asks Ward with its certificate");
+    refused_by_tls(
+        other.authorize(authorize.clone()).await.map(drop),
+        "PEER_CERTIFICATE_OFFICE_MISMATCH",
+    );
+    refused_by_tls(
+        bare.authorize(authorize).await.map(drop),
+        "OFFICE_CERTIFICATE_REQUIRED",
+    );
+    let credential = s
+        .admin
+        .clone()
+        .issue_standing(&id)
+        .await
+        .expect("credential");
+    let exchange = ExchangeCredentialRequest {
+        ttl_seconds: 0,
+        audiences: vec!["ward".to_owned()],
+    };
+    let mut exchanging = ward(&endpoint, Some(pki.client(Some(&runner_cert))), &credential);
+    refused_by_tls(
+        exchanging
+            .exchange_credential(exchange.clone())
+            .await
+            .map(drop),
+        "PEER_CERTIFICATE_OFFICE_MISMATCH",
+    );
+    let mut exchanging = ward(
+        &endpoint,
+        Some(pki.client(Some(&dispatcher_cert))),
+        &credential,
+    );
+    exchanging
+        .exchange_credential(exchange)
+        .await
+        .expect("an office exchanges its credential with its certificate");
 
     // A certificate of the CA that names no office.
     let now = time::OffsetDateTime::now_utc();

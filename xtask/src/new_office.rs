@@ -197,6 +197,8 @@ pub fn make(root: &Path, request: &Request) -> Result<Made, String> {
         ("office", office.clone()),
         ("OFFICE", office.to_uppercase()),
         ("port", port.to_string()),
+        // Its Prometheus scrape endpoint: the port + 1000 (docs/operations.md, "Metrics").
+        ("metrics_port", (u32::from(port) + 1000).to_string()),
         ("ward_port", ward_port.to_string()),
     ]);
 

@@ -30,12 +30,15 @@ pub static GAUGES: &[Gauge] = &[
 /// Every reading, in one statement (READ COMMITTED, no lock taken).
 pub fn read(pool: PgPool) -> BoxFuture<'static, Result<Vec<Reading>, sqlx::Error>> {
     Box::pin(async move {
+        // Liveness by its one definition (`live!`): expired is neither live nor released.
         let (active, expired, closed, open): (i64, i64, i64, i64) = sqlx::query_as(concat!(
-            "SELECT (SELECT count(*) FROM leases l WHERE ",
+            "SELECT count(*) FILTER (WHERE live), count(*) FILTER (WHERE NOT live AND NOT released),
+                    (SELECT count(*) FROM admission WHERE open_closures > 0),
+                    (SELECT count(*) FROM closures WHERE reopened_at IS NULL)
+               FROM (SELECT ",
             live!(),
-            "), (SELECT count(*) FROM leases l WHERE l.released_at IS NULL AND l.expires_at <= now()),
-                (SELECT count(*) FROM admission WHERE open_closures > 0),
-                (SELECT count(*) FROM closures WHERE reopened_at IS NULL)"
+            " AS live,
+                            l.released_at IS NOT NULL AS released FROM leases l) s"
         ))
         .fetch_one(&pool)
         .await?;

@@ -3,7 +3,10 @@
 //!
 //! Invariant: anyone may resolve their own token; someone else's needs `ward:decide` on
 //! `decision:<audience>`; bad input is answered only to a caller that authenticates, and a
-//! caller that authenticates nobody is refused as the auth layer would refuse it (and counted).
+//! caller that authenticates nobody is refused as the auth layer would refuse it (and counted);
+//! the caller's principal is held against its connection's TLS client certificate as the auth
+//! layer holds every other method's caller (`lychd_runtime::tls`): a mismatch withholds the
+//! answer (the decision is recorded all the same).
 
 use lychd_proto::common::v1::{PageResponse, Refusal};
 use lychd_proto::ward::v1 as pb;
@@ -21,6 +24,7 @@ use crate::error::DOMAIN;
 use crate::service::decisions::{
     Asked, Authentication, DecisionRecord, Decisions, Question, decision_object,
 };
+use crate::service::identity::PrincipalRecord;
 
 pub struct Handlers {
     pub ctx: ServeContext,
@@ -36,6 +40,19 @@ fn refused(d: &DecisionRecord, object: &str) -> Status {
 }
 
 impl Handlers {
+    /// Does what `request`'s connection says of the caller (its TLS client certificate) agree
+    /// with the principal its session resolved to?
+    fn peer_checked<T>(
+        &self,
+        request: &Request<T>,
+        caller: &PrincipalRecord,
+    ) -> Result<(), Status> {
+        self.ctx
+            .authorizer
+            .checked(request.extensions(), crate::verifier::principal(caller))
+            .map(drop)
+    }
+
     fn stranger<T>(&self, request: &Request<T>, reason: Reason) -> Status {
         ask::stranger(&self.decisions, request, reason)
     }
@@ -53,13 +70,15 @@ impl Handlers {
         }
         let token = &request.get_ref().token;
         let authentication = if bearer == token {
-            match self.decisions.authenticate(token).await? {
+            let authentication = self.decisions.authenticate(token).await?;
+            match &authentication {
                 // The caller itself is not authenticated: refused as the layer would.
                 Authentication::Refused(reason) => {
-                    return Err(self.stranger(&request, reason));
+                    return Err(self.stranger(&request, *reason));
                 }
-                authenticated => authenticated,
+                Authentication::Authenticated(r) => self.peer_checked(&request, &r.principal)?,
             }
+            authentication
         } else {
             let audience = match convert::authenticate_request(request.get_ref()) {
                 Ok(audience) => audience,
@@ -71,7 +90,10 @@ impl Handlers {
                 .authenticate_asked(&from, bearer, token, &audience);
             match asked.await? {
                 Asked::Refused(d) => return Err(refused(&d, &decision_object(&audience))),
-                Asked::Answered(a) => a,
+                Asked::Answered(a, asker) => {
+                    self.peer_checked(&request, &asker)?;
+                    a
+                }
             }
         };
         let result = match authentication {
@@ -123,7 +145,10 @@ impl Handlers {
         let asked = self.decisions.authorize_asked(&from, bearer, &question);
         let d = match asked.await? {
             Asked::Refused(d) => return Err(refused(&d, &decision_object(&r.audience))),
-            Asked::Answered(d) => d,
+            Asked::Answered(d, asker) => {
+                self.peer_checked(&request, &asker)?;
+                d
+            }
         };
         Ok(Response::new(pb::AuthorizeResponse {
             decision: if d.allowed() {

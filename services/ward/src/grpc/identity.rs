@@ -50,6 +50,14 @@ impl Handlers {
             .identity
             .exchange(&source(&request), credential, r.ttl_seconds, audiences)
             .await?;
+        // The credential is the secret: exchanging it needs no client certificate (the session
+        // is refused without its office's certificate wherever it is used), but a certificate
+        // presented must name the credential's office; otherwise the token is withheld.
+        lychd_runtime::tls::check_peer(
+            false,
+            request.extensions(),
+            &crate::verifier::principal(&session.principal),
+        )?;
         Ok(Response::new(pb::ExchangeCredentialResponse {
             session_token: session.token.expose_secret().to_owned(),
             session_id: session.id.to_string(),

@@ -99,10 +99,10 @@ impl Decisions {
         .await?;
         match &asked {
             Asked::Refused(d) => self.count_asker(source, d),
-            Asked::Answered(Authentication::Refused(reason)) => {
+            Asked::Answered(Authentication::Refused(reason), _) => {
                 self.count_stranger(&presented_to(audience), *reason);
             }
-            Asked::Answered(Authentication::Authenticated(_)) => {}
+            Asked::Answered(Authentication::Authenticated(_), _) => {}
         }
         Ok(asked)
     }
@@ -122,10 +122,10 @@ impl Decisions {
         super::metrics::decided("rpc", started);
         match &asked {
             Asked::Refused(d) => self.count_asker(source, d),
-            Asked::Answered(d) if d.reason.is_authentication_failure() => {
+            Asked::Answered(d, _) if d.reason.is_authentication_failure() => {
                 self.count_stranger(&presented_to(q.audience), d.reason);
             }
-            Asked::Answered(_) => {}
+            Asked::Answered(..) => {}
         }
         Ok(asked)
     }

@@ -290,7 +290,9 @@ pub async fn authorize(
 pub enum Asked<T> {
     /// The asker may not ask: its own decision (audited), and nothing about the question.
     Refused(DecisionRecord),
-    Answered(T),
+    /// The answer, and the asker's principal (which its handler holds against what the
+    /// request's connection says of the caller: its TLS client certificate).
+    Answered(T, PrincipalRecord),
 }
 
 /// [`authorize`] on behalf of an asker whose own question (`asker`, e.g. `ward:decide`) must
@@ -307,12 +309,12 @@ pub async fn authorize_asked(
     let [asker_row, row] = resolve_asked(resolver, asker, ask(q)).await?;
     match allowed_asker(log, asker, asker_row)? {
         Err(refused) => Ok(Asked::Refused(refused)),
-        Ok(asked_by) => {
+        Ok(asker) => {
             let q = Question {
-                asked_by: Some(asked_by),
+                asked_by: Some(asker.id),
                 ..*q
             };
-            Ok(Asked::Answered(decided(log, &q, row)?))
+            Ok(Asked::Answered(decided(log, &q, row)?, asker))
         }
     }
 }
@@ -333,7 +335,7 @@ pub async fn authenticate_asked(
     let [asker_row, row] = resolve_asked(resolver, asker, asked).await?;
     match allowed_asker(log, asker, asker_row)? {
         Err(refused) => Ok(Asked::Refused(refused)),
-        Ok(_) => Ok(Asked::Answered(authenticated(row)?)),
+        Ok(asker) => Ok(Asked::Answered(authenticated(row)?, asker)),
     }
 }
 
@@ -366,9 +368,9 @@ fn allowed_asker(
     log: &DecisionLog,
     asker: &Question<'_>,
     row: Option<Row>,
-) -> Result<std::result::Result<Uuid, DecisionRecord>> {
+) -> Result<std::result::Result<PrincipalRecord, DecisionRecord>> {
     match row {
-        Some(r) if decision_of(asker, Some(&r))?.allowed() => Ok(Ok(r.principal_id)),
+        Some(r) if decision_of(asker, Some(&r))?.allowed() => Ok(Ok(r.principal()?)),
         row => Ok(Err(decided(log, asker, row)?)),
     }
 }

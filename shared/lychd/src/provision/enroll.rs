@@ -232,8 +232,9 @@ mod tests {
             } else if office == Office::Runner {
                 // Model steps: a lease on a capability and its release; no observation, no
                 // admission. Verification: observations, reads and reductions at HelmLoop and
-                // proposals to Ward (no owner record, no verdict). Effects: its consents proposed
-                // and consumed at Ward, and the effect-time permission on destinations.
+                // proposals to Ward (no owner record, no verdict). Effects: its consents proposed,
+                // consumed and (for a cancelled run) cancelled at Ward, and the effect-time
+                // permission on destinations.
                 let own: BTreeSet<Grant> = grants
                     .into_iter()
                     .filter(|g| matches!(g, Grant::Assign(..)))
@@ -248,6 +249,7 @@ mod tests {
                         Grant::Assign("helmloop:reduce", "subject:*"),
                         Grant::Assign("ward:propose", "effect:helmloop"),
                         Grant::Assign("ward:propose", "effect:runner"),
+                        Grant::Assign("ward:cancel", "run:*"),
                         Grant::Assign("ward:consume", "effect:runner"),
                         Grant::Assign("runner:effect_http", "destination:*"),
                     ])
