@@ -129,7 +129,7 @@ async fn retention_under_traffic_keeps_what_is_live_and_removes_what_ended() {
         "only the live leases are left of {issued} + {}",
         live.len()
     );
-    for (id, holder) in &live {
+    for (id, _) in &live {
         let id: Uuid = id.parse().expect("lease id");
         let events: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM dispatcher.dispatch_events WHERE lease_id = $1",
