@@ -37,6 +37,8 @@ pub struct RunnerService {
     _gauges: Option<lychd_runtime::metrics::Polled>,
     /// Ward's consent as a peer: a cancelled run's pending consents are released through it.
     consents: crate::consent::Consents,
+    /// The retention job, stopped when serving ends and this service is dropped.
+    _retention: Option<lychd_runtime::retention::Job>,
 }
 
 /// Run streams the office serves at once, and its default share per principal (fixed in this
@@ -416,6 +418,7 @@ impl Runner for RunnerService {
 pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
     Box::pin(async move {
         let settings = crate::config::load(&ctx.config)?;
+        let retention = crate::service::retention::start(&ctx.config, ctx.pool.clone())?;
         let fsm =
             Fsm::bound().map_err(|broken| anyhow::anyhow!("control fsm refused: {broken}"))?;
         let service = Service::new(ctx.pool.clone(), fsm);
@@ -434,16 +437,22 @@ pub fn start(ctx: ServeContext) -> BoxFuture<'static, anyhow::Result<Routes>> {
             tokio::spawn(driver.run());
         }
         let consents = crate::consent::Consents::new(&ctx)?;
-        Ok(routes(&ctx, service, consents))
+        Ok(routes(&ctx, service, consents, retention))
     })
 }
 
-fn routes(ctx: &ServeContext, service: Arc<Service>, consents: crate::consent::Consents) -> Routes {
+fn routes(
+    ctx: &ServeContext,
+    service: Arc<Service>,
+    consents: crate::consent::Consents,
+    retention: Option<lychd_runtime::retention::Job>,
+) -> Routes {
     let server = RunnerServer::new(RunnerService {
         ctx: ctx.clone(),
         _gauges: crate::service::metrics::start(ctx.pool.clone()),
         service,
         consents,
+        _retention: retention,
         streams: lychd_runtime::streams::StreamLimit::new(
             STREAM_LIMIT,
             lychd_runtime::streams::default_share(STREAM_LIMIT),

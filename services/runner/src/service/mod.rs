@@ -14,6 +14,7 @@ pub mod migrations;
 pub mod recovery;
 pub mod releases;
 pub mod replay;
+pub mod retention;
 pub mod runs;
 pub mod watch;
 

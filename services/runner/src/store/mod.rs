@@ -8,7 +8,8 @@
 //! commit they belong to; the outbox claim is fenced on the run's lease generation); `replay` (a
 //! run's whole record read in one read-only transaction); `releases` (a cancelled run's
 //! pending consents to be released at Ward: marked in the cancel's transaction, taken with
-//! `FOR UPDATE SKIP LOCKED`).
+//! `FOR UPDATE SKIP LOCKED`); `retention` (finished run trees deleted in bounded batches through the
+//! owner's `runner.prune_runs`).
 
 pub mod effects;
 pub mod feed;
@@ -18,6 +19,7 @@ pub mod provenance;
 pub mod recovery;
 pub mod releases;
 pub mod replay;
+pub mod retention;
 pub mod runs;
 pub mod starts;
 pub mod transitions;

@@ -20,6 +20,7 @@ mod model;
 mod recovery;
 mod replay;
 mod replicas;
+mod retention;
 mod rounds;
 mod runs;
 mod steps;
