@@ -8,7 +8,6 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
-use lychd_testkit::bin_path;
 
 use crate::{Interrupted, grpcurl, text};
 
@@ -65,35 +64,11 @@ fn call(addr: &str, token: &str, method: &str, body: &str) -> std::process::Outp
 #[tokio::test(flavor = "multi_thread")]
 async fn every_office_exposes_metrics_that_move_with_traffic() {
     let state = tempfile::tempdir().expect("tmp");
-    let base_port = lychd_pg::free_port().expect("port");
-    let child = tokio::process::Command::new(bin_path("lychd"))
-        .args([
-            "dev",
-            "--ephemeral",
-            "--no-build",
-            "--base-port",
-            &base_port.to_string(),
-            "--state-dir",
-        ])
-        .arg(state.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start lychd dev");
-    let mut stack = Interrupted(Some(child));
+    let mut stack = Interrupted::dev(state.path(), lychd_pg::free_port().expect("port"), &[]);
     let endpoints_file = state.path().join("dev/endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !endpoints_file.is_file() {
-        if let Ok(Some(status)) = stack.0.as_mut().expect("running").try_wait() {
-            let out = stack.0.take().expect("child").wait_with_output().await;
-            panic!(
-                "lychd dev exited early ({status}): {:?}",
-                out.map(|o| text(&o.stderr))
-            );
-        }
-        assert!(Instant::now() < deadline, "lychd dev did not serve in time");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    stack
+        .until_written(&endpoints_file, Duration::from_secs(120))
+        .await;
     let read = |name: &str| -> BTreeMap<String, String> {
         serde_json::from_str(&std::fs::read_to_string(state.path().join(name)).expect("read"))
             .expect("json object of strings")

@@ -7,36 +7,21 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
-use lychd_testkit::bin_path;
 use nix::sys::signal::Signal;
 
-use crate::{grpcurl, text};
+use crate::{Interrupted, grpcurl, text};
 
 /// A running `lychd dev`, stopped with Ctrl-C when dropped (a failed assertion included).
 struct Stack {
-    child: Option<tokio::process::Child>,
+    process: Interrupted,
     state: tempfile::TempDir,
 }
 
 impl Stack {
     fn start(base_port: u16) -> Stack {
         let state = tempfile::tempdir().expect("tmp");
-        let child = tokio::process::Command::new(bin_path("lychd"))
-            .args([
-                "dev",
-                "--ephemeral",
-                "--no-build",
-                "--base-port",
-                &base_port.to_string(),
-                "--state-dir",
-            ])
-            .arg(state.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start lychd dev");
         Stack {
-            child: Some(child),
+            process: Interrupted::dev(state.path(), base_port, &[]),
             state,
         }
     }
@@ -48,25 +33,9 @@ impl Stack {
     /// The endpoints file, once written (within 180 s: two stacks start on a busy machine).
     async fn endpoints(&mut self) -> BTreeMap<String, String> {
         let file = self.dev().join("endpoints.json");
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while !file.is_file() {
-            let child = self.child.as_mut().expect("running");
-            if let Ok(Some(status)) = child.try_wait() {
-                let out = self
-                    .child
-                    .take()
-                    .expect("running")
-                    .wait_with_output()
-                    .await
-                    .expect("output");
-                panic!(
-                    "lychd dev exited early ({status}): {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            assert!(Instant::now() < deadline, "endpoints.json not written");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.process
+            .until_written(&file, Duration::from_secs(180))
+            .await;
         serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json")
     }
 
@@ -79,8 +48,10 @@ impl Stack {
 
     /// Ctrl-C; what it said on standard error, once stopped.
     async fn stop(mut self) -> String {
-        let child = self.child.take().expect("running");
-        interrupt(&child);
+        let child = self.process.0.take().expect("running");
+        if let Some(pid) = child.id() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGINT);
+        }
         let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
             .await
             .expect("stops within 60 s")
@@ -88,26 +59,6 @@ impl Stack {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "exit {}: {stderr}", out.status);
         stderr
-    }
-}
-
-fn interrupt(child: &tokio::process::Child) {
-    if let Some(pid) = child.id() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGINT);
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        interrupt(&child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.start_kill();
     }
 }
 

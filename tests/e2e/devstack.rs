@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
-use lychd_testkit::bin_path;
 
 use crate::{Interrupted, grpcurl, text};
 use nix::sys::signal::Signal;
@@ -15,41 +14,11 @@ use tonic_health::pb::health_client::HealthClient;
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_stack_comes_up_and_stops_cleanly() {
     let state = tempfile::tempdir().expect("tmp");
-    let base_port = lychd_pg::free_port().expect("port");
-    let child = tokio::process::Command::new(bin_path("lychd"))
-        .args([
-            "dev",
-            "--ephemeral",
-            "--no-build",
-            "--base-port",
-            &base_port.to_string(),
-            "--state-dir",
-        ])
-        .arg(state.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start lychd dev");
-    let mut stack = Interrupted(Some(child));
-
+    let mut stack = Interrupted::dev(state.path(), lychd_pg::free_port().expect("port"), &[]);
     let endpoints_file = state.path().join("dev/endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !endpoints_file.is_file() {
-        let child = stack.0.as_mut().expect("running");
-        if let Ok(Some(status)) = child.try_wait() {
-            let child = stack.0.take().expect("running");
-            let out = child.wait_with_output().await.expect("output");
-            panic!(
-                "lychd dev exited early ({status}): {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "endpoints.json not written within 90 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    stack
+        .until_written(&endpoints_file, Duration::from_secs(90))
+        .await;
     let endpoints: BTreeMap<String, String> =
         serde_json::from_str(&std::fs::read_to_string(&endpoints_file).expect("read"))
             .expect("json object of strings");

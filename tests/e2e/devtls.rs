@@ -4,7 +4,7 @@
 //! grpcurl `-cacert` as the printed examples say; a plaintext call gets no answer.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lychd_runtime::Office;
 use lychd_testkit::bin_path;
@@ -15,40 +15,15 @@ use crate::{Interrupted, grpcurl, text};
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_stack_runs_over_tls_and_refuses_plaintext() {
     let state = tempfile::tempdir().expect("tmp");
-    let base_port = lychd_pg::free_port().expect("port");
-    let child = tokio::process::Command::new(bin_path("lychd"))
-        .args([
-            "dev",
-            "--ephemeral",
-            "--no-build",
-            "--tls",
-            "--base-port",
-            &base_port.to_string(),
-            "--state-dir",
-        ])
-        .arg(state.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start lychd dev --tls");
-    let mut stack = Interrupted(Some(child));
-
+    let mut stack = Interrupted::dev(
+        state.path(),
+        lychd_pg::free_port().expect("port"),
+        &["--tls"],
+    );
     let endpoints_file = state.path().join("dev/endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !endpoints_file.is_file() {
-        let child = stack.0.as_mut().expect("running");
-        if let Ok(Some(status)) = child.try_wait() {
-            let child = stack.0.take().expect("running");
-            let out = child.wait_with_output().await.expect("output");
-            panic!(
-                "lychd dev --tls exited early ({status}): {}{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        assert!(Instant::now() < deadline, "endpoints.json not written");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    stack
+        .until_written(&endpoints_file, Duration::from_secs(120))
+        .await;
     let endpoints: BTreeMap<String, String> =
         serde_json::from_str(&std::fs::read_to_string(&endpoints_file).expect("read"))
             .expect("json object of strings");

@@ -74,6 +74,42 @@ pub fn text(bytes: &[u8]) -> String {
 /// them running.
 pub struct Interrupted(pub Option<tokio::process::Child>);
 
+impl Interrupted {
+    /// `lychd dev --ephemeral --no-build` with `extra` arguments (`--tls`, `--replicas 2`…) on
+    /// `base_port` with its state in `state`, its output piped.
+    pub fn dev(state: &std::path::Path, base_port: u16, extra: &[&str]) -> Interrupted {
+        let child = tokio::process::Command::new(lychd_testkit::bin_path("lychd"))
+            .args(["dev", "--ephemeral", "--no-build"])
+            .args(extra)
+            .args(["--base-port", &base_port.to_string(), "--state-dir"])
+            .arg(state)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start lychd dev");
+        Interrupted(Some(child))
+    }
+
+    /// Wait until `lychd dev` has written `file` (what it writes once its offices serve), for at
+    /// most `within`; if it exits first, panic with what it printed.
+    pub async fn until_written(&mut self, file: &std::path::Path, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        while !file.is_file() {
+            if let Ok(Some(status)) = self.0.as_mut().expect("running").try_wait() {
+                let out = self.0.take().expect("running").wait_with_output().await;
+                let out = out.map(|o| text(&o.stdout) + &text(&o.stderr));
+                panic!("lychd dev exited early ({status}): {out:?}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} not written within {within:?}",
+                file.display()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
 impl Drop for Interrupted {
     fn drop(&mut self) {
         let Some(mut child) = self.0.take() else {

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
-use lychd_testkit::bin_path;
 use nix::sys::signal::Signal;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -92,37 +91,15 @@ async fn health(addr: &str, service: &str) -> i32 {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_of_every_office_serve_the_flows_with_clients_alternating() {
     let state = tempfile::tempdir().expect("tmp");
-    let base_port = lychd_pg::free_port().expect("port");
-    let child = tokio::process::Command::new(bin_path("lychd"))
-        .args([
-            "dev",
-            "--ephemeral",
-            "--no-build",
-            "--replicas",
-            "2",
-            "--base-port",
-            &base_port.to_string(),
-            "--state-dir",
-        ])
-        .arg(state.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start lychd dev");
-    let mut stack = Interrupted(Some(child));
+    let mut stack = Interrupted::dev(
+        state.path(),
+        lychd_pg::free_port().expect("port"),
+        &["--replicas", "2"],
+    );
     let replicas_file = state.path().join("dev/replicas.json");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !replicas_file.is_file() {
-        if let Ok(Some(status)) = stack.0.as_mut().expect("running").try_wait() {
-            let out = stack.0.take().expect("child").wait_with_output().await;
-            panic!(
-                "lychd dev exited early ({status}): {}",
-                out.map(|o| text(&o.stderr)).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < deadline, "replicas.json not written");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    stack
+        .until_written(&replicas_file, Duration::from_secs(120))
+        .await;
     let addrs: BTreeMap<String, Vec<String>> =
         serde_json::from_str(&std::fs::read_to_string(&replicas_file).expect("read"))
             .expect("office → addresses");

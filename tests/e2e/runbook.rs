@@ -9,7 +9,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use lychd_runtime::Office;
-use lychd_testkit::bin_path;
 
 use crate::Interrupted;
 
@@ -65,34 +64,10 @@ async fn every_command_of_the_runbook_runs_as_written_against_lychd_dev() {
     }
 
     let state = tempfile::tempdir().expect("tmp");
-    let base_port = lychd_pg::free_port().expect("port");
     let started = Instant::now();
-    let child = tokio::process::Command::new(bin_path("lychd"))
-        .args([
-            "dev",
-            "--ephemeral",
-            "--no-build",
-            "--base-port",
-            &base_port.to_string(),
-            "--state-dir",
-        ])
-        .arg(state.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start lychd dev");
-    let mut stack = Interrupted(Some(child));
+    let mut stack = Interrupted::dev(state.path(), lychd_pg::free_port().expect("port"), &[]);
     let endpoints = state.path().join("dev/endpoints.json");
-    while !endpoints.is_file() {
-        if let Ok(Some(status)) = stack.0.as_mut().expect("running").try_wait() {
-            panic!("lychd dev exited early ({status})");
-        }
-        assert!(
-            started.elapsed() < STACK_START,
-            "lychd dev did not serve within {STACK_START:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    stack.until_written(&endpoints, STACK_START).await;
     eprintln!(
         "lychd dev --ephemeral: every office serving after {:?}",
         started.elapsed()
