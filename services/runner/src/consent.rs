@@ -101,6 +101,11 @@ impl Consents {
         })
     }
 
+    /// Whether a Ward is configured (without one, nothing can be released).
+    pub fn has_ward(&self) -> bool {
+        self.ward.is_some()
+    }
+
     /// No Ward (tests of the step loop without effects).
     pub fn none() -> Consents {
         Consents {

@@ -242,7 +242,12 @@ impl Driver {
                     .advance(&workflow, &run, event, &spent, &mut tape)
                     .await?
                 {
-                    Some(_) => Ok(Stopped::Idle),
+                    Some(_) => {
+                        // An ending of a wait for a consent marked its release: asked at once
+                        // (a failed ask stays due for the idle loop).
+                        s.release(&self.consents, run.id).await?;
+                        Ok(Stopped::Idle)
+                    }
                     None => Ok(Stopped::Fenced),
                 };
             }

@@ -8,6 +8,7 @@ mod checkpoints;
 mod common;
 mod effect_cancel;
 mod effect_deadline;
+mod effect_endings;
 mod effect_faults;
 mod effect_rules;
 mod effect_secrets;
