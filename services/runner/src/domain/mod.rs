@@ -6,11 +6,12 @@
 //! fields of a transition), `effect` (external effects: the step, action digest, idempotency
 //! key, ledger kinds, the pending effect), `replay` (the recorded inputs and the re-execution
 //! of a run), `answer` (a model answer read from its body), `release` (which endings release a
-//! run's pending consents at Ward).
+//! run's pending consents at Ward), `compensation` (an effect's compensating action).
 
 pub mod answer;
 pub mod budgets;
 pub mod checkpoint;
+pub mod compensation;
 pub mod effect;
 pub mod fsm;
 pub mod migration;

@@ -135,6 +135,12 @@ impl Driver {
                     drop(slot);
                     // Idle: release a cancelled run's consents whose ask is still due.
                     while let Ok(true) = self.service.release_due(&self.consents).await {}
+                    // …and compensate an ended run's confirmed effects still due.
+                    while let Ok(true) = self
+                        .service
+                        .compensate_due(&self.consents, &self.adapter)
+                        .await
+                    {}
                     tokio::time::sleep(poll).await;
                 }
                 Err(e) => {

@@ -7,6 +7,7 @@
 //! consents released at Ward.
 
 pub mod checkpoints;
+pub mod compensations;
 pub mod driver;
 pub mod effects;
 pub mod metrics;

@@ -8,8 +8,10 @@
 //! commit they belong to; the outbox claim is fenced on the run's lease generation); `replay` (a
 //! run's whole record read in one read-only transaction); `releases` (a cancelled run's
 //! pending consents to be released at Ward: marked in the cancel's transaction, taken with
-//! `FOR UPDATE SKIP LOCKED`).
+//! `FOR UPDATE SKIP LOCKED`); `compensations` (an ended run's compensations: marked by the
+//! ending's statement, taken likewise; each intent written before its dispatch).
 
+pub mod compensations;
 pub mod effects;
 pub mod feed;
 pub mod leases;

@@ -7,6 +7,7 @@ mod calibration;
 mod checkpoints;
 mod common;
 mod effect_cancel;
+mod effect_compensation;
 mod effect_deadline;
 mod effect_endings;
 mod effect_faults;
