@@ -198,6 +198,11 @@ impl Service {
             // asks Ward; `service::releases`).
             crate::store::releases::mark(tx, run.id).await?;
         }
+        if crate::domain::compensation::due(category, progress.effects) {
+            // …and its confirmed effects are compensated as after any other failure or
+            // cancel (`service::compensations`).
+            crate::store::compensations::mark(tx, run.id).await?;
+        }
         let review = store::record_review(
             tx,
             &NewReview {

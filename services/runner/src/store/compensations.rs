@@ -7,6 +7,19 @@
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+/// Mark run `id` due for compensation at once (in the transaction of a commit that ended it
+/// outside `runs::commit_with`: a recovery review).
+pub async fn mark(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE runner.runs SET compensation_due = now() WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Take one run due for compensation (the oldest), pushing its next look out by `retry_ms`.
 pub async fn take_due(pool: &PgPool, retry_ms: i64) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar(

@@ -211,3 +211,61 @@ async fn a_compensation_whose_outcome_nobody_can_tell_is_unknown_never_compensat
     s.no_duplicates();
     assert_eq!(settled(&s, id).await.0, "unknown");
 }
+
+#[tokio::test]
+async fn a_recovery_review_that_fails_a_run_after_a_confirmed_effect_compensates_it() {
+    use lychd_proto::runner::v1 as pb;
+    let mut s = stack("").await;
+    let id = paid_then_waiting(&mut s, "compensate-4").await;
+    // The latest checkpoint is corrupted while the notice waits: the run is quarantined.
+    let version = i64::try_from(s.run(id).await.version).expect("version");
+    let mut db = s.sandbox.db.superuser().await;
+    sqlx::query(
+        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
+          WHERE run_id = $1 AND version = $2",
+    )
+    .bind(id)
+    .bind(version)
+    .execute(&mut db)
+    .await
+    .expect("corrupt");
+    s.until(id, "QUARANTINED").await;
+    s.sandbox
+        .admin()
+        .ensure_assignment(
+            &s.sandbox.operator_id,
+            "runner:review",
+            "run:*",
+            "runner",
+            "review",
+        )
+        .await
+        .expect("grant");
+    let point = s
+        .client
+        .inspect_checkpoint(pb::InspectCheckpointRequest {
+            run_id: id.to_string(),
+            version: 0,
+        })
+        .await
+        .expect("inspect")
+        .into_inner();
+    s.client
+        .review_quarantine(pb::ReviewQuarantineRequest {
+            run_id: id.to_string(),
+            decision: pb::ReviewDecision::Fail as i32,
+            recovery_checksum: point.recovery_checksum,
+            rationale: "the run cannot be trusted any more".into(),
+        })
+        .await
+        .expect("review");
+    assert_eq!(s.run(id).await.state, "FAILED");
+    let (outcome, attempts, _) = settled(&s, id).await;
+    assert_eq!((outcome.as_str(), attempts), ("compensated", 1));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.sim.applied(), 2);
+    s.no_duplicates();
+    // The notice's consent, pending when the run was quarantined, is released too.
+    let consent_id = s.inspect(id).await.consent_id;
+    crate::effect_endings::until_cancelled(&s.ward, &consent_id).await;
+}
