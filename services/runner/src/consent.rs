@@ -190,7 +190,7 @@ impl Consents {
         .await
         .map(|a| a.into_inner().cancelled)
         .map_err(|s| {
-            tracing::warn!(code = ?s.code(), reason = %reason(&s), "releasing a cancelled run's consents failed");
+            tracing::warn!(code = ?s.code(), reason = %reason(&s), "releasing an ended run's consents failed");
             Refused::Unavailable
         })
     }

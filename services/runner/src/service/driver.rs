@@ -133,7 +133,7 @@ impl Driver {
                 }
                 Ok(None) => {
                     drop(slot);
-                    // Idle: release a cancelled run's consents whose ask is still due.
+                    // Idle: release an ended run's consents whose ask is still due…
                     while let Ok(true) = self.service.release_due(&self.consents).await {}
                     // …and compensate an ended run's confirmed effects still due.
                     while let Ok(true) = self
