@@ -2,10 +2,10 @@
 --
 -- A run goes only with its whole tree (a root and every run whose `root_run_id` is it), and only
 -- when every run of the tree is terminal, finished (its last change, `updated_at`) more than
--- the given age ago, with no consent release still due and every outbox row settled: nothing
--- of it is still in use. With the runs go every row that names them: transitions, checkpoints,
+-- the given age ago, with no consent release and no compensation still due and every outbox
+-- row settled: nothing of it is still in use. With the runs go every row that names them: transitions, checkpoints,
 -- reviews, state migrations, provenance snapshots, recorded inputs and, for a tree with
--- effects, its effects, outbox rows and effect ledger.
+-- effects, its effects, outbox rows, compensations and effect ledger.
 --
 -- Trees with effects and trees without are two rules with their own ages (the effect ledger is
 -- the evidence of what was done outside; it is kept longer). The effects and the ledger stay
@@ -43,11 +43,12 @@ BEGIN
         SELECT r.id FROM runner.runs r
          WHERE r.parent_run_id IS NULL AND r.terminal_category IS NOT NULL
            AND r.updated_at < now() - keep AND r.consent_release_due IS NULL
+           AND r.compensation_due IS NULL
            AND NOT EXISTS (
                SELECT 1 FROM runner.runs d
                 WHERE d.root_run_id = r.id
                   AND (d.terminal_category IS NULL OR d.updated_at >= now() - keep
-                       OR d.consent_release_due IS NOT NULL))
+                       OR d.consent_release_due IS NOT NULL OR d.compensation_due IS NOT NULL))
            AND NOT EXISTS (
                SELECT 1 FROM runner.effect_outbox o
                 WHERE o.settled_at IS NULL
@@ -66,6 +67,8 @@ BEGIN
     inputs AS (DELETE FROM runner.run_inputs WHERE run_id IN (SELECT id FROM doomed)),
     ledger AS (DELETE FROM runner.effect_ledger WHERE run_id IN (SELECT id FROM doomed)),
     outbox AS (DELETE FROM runner.effect_outbox WHERE run_id IN (SELECT id FROM doomed)),
+    compensations AS (
+        DELETE FROM runner.effect_compensations WHERE run_id IN (SELECT id FROM doomed)),
     effects AS (DELETE FROM runner.effects WHERE run_id IN (SELECT id FROM doomed)),
     snapshots AS (DELETE FROM runner.provenance_snapshots WHERE run_id IN (SELECT id FROM doomed)),
     migrations AS (DELETE FROM runner.state_migrations WHERE run_id IN (SELECT id FROM doomed)),

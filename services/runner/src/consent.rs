@@ -101,6 +101,11 @@ impl Consents {
         })
     }
 
+    /// Whether a Ward is configured (without one, nothing can be released).
+    pub fn has_ward(&self) -> bool {
+        self.ward.is_some()
+    }
+
     /// No Ward (tests of the step loop without effects).
     pub fn none() -> Consents {
         Consents {
@@ -185,7 +190,7 @@ impl Consents {
         .await
         .map(|a| a.into_inner().cancelled)
         .map_err(|s| {
-            tracing::warn!(code = ?s.code(), reason = %reason(&s), "releasing a cancelled run's consents failed");
+            tracing::warn!(code = ?s.code(), reason = %reason(&s), "releasing an ended run's consents failed");
             Refused::Unavailable
         })
     }

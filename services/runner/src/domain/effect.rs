@@ -49,6 +49,8 @@ pub struct EffectSpec {
     /// `sha256:<hex>` binding digest of the canonical action.
     pub action_digest: String,
     pub risk: Risk,
+    /// The compensating action, when the step declares one (`domain::compensation`).
+    pub compensation: Option<Box<Compensation>>,
 }
 
 impl EffectSpec {
@@ -133,6 +135,7 @@ pub fn spec(
         action: canonical,
         action_digest,
         risk,
+        compensation: None,
     })
 }
 
@@ -274,6 +277,66 @@ pub fn is_digest(s: &str) -> bool {
 /// The digest of a receipt body (what an operator compares).
 pub fn receipt_digest(body: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(body)))
+}
+
+/// A compensating action as an effect step declares it (`domain::compensation`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compensation {
+    /// `http://host:port/path`.
+    pub destination: String,
+    /// The destination's host (the object of the adapter permission).
+    pub host: String,
+    /// The action's canonical JSON.
+    pub action: Vec<u8>,
+    /// `sha256:<hex>` binding digest of the canonical action.
+    pub action_digest: String,
+}
+
+/// Check an effect step's `compensation` object (`destination`, `action`).
+pub fn compensation(v: &serde_json::Value) -> Result<Compensation, FieldError> {
+    let serde_json::Value::Object(o) = v else {
+        return Err((
+            "compensation",
+            "must be an object with destination and action",
+        ));
+    };
+    if o.keys().any(|k| k != "destination" && k != "action") {
+        return Err((
+            "compensation",
+            "has a field other than destination and action",
+        ));
+    }
+    let destination = match o.get("destination") {
+        Some(serde_json::Value::String(d)) => d.clone(),
+        _ => return Err(("compensation/destination", "must be a string")),
+    };
+    let host = http_host(&destination).ok_or((
+        "compensation/destination",
+        "must be an http://host:port/path URL (no user, query or fragment)",
+    ))?;
+    const NOT_CANONICAL: FieldError = (
+        "compensation/action",
+        "must be canonical JSON (HL-C14N-1: no floats, NFC strings)",
+    );
+    let action = match o.get("action") {
+        Some(a @ serde_json::Value::Object(_)) => a,
+        _ => return Err(("compensation/action", "must be a JSON object")),
+    };
+    let text = serde_json::to_vec(action).map_err(|_| NOT_CANONICAL)?;
+    let value = lychd_canon::parse(&text).map_err(|_| NOT_CANONICAL)?;
+    let canonical = lychd_canon::to_canonical_vec(&value).map_err(|_| NOT_CANONICAL)?;
+    if canonical.len() > MAX_ACTION_BYTES {
+        return Err(("compensation/action", "is larger than 16 KiB"));
+    }
+    let action_digest = lychd_canon::binding_digest(&value)
+        .map_err(|_| NOT_CANONICAL)?
+        .to_string();
+    Ok(Compensation {
+        destination,
+        host,
+        action: canonical,
+        action_digest,
+    })
 }
 
 #[cfg(test)]

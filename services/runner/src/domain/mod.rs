@@ -5,16 +5,19 @@
 //! quarantined run), `migration` (state-schema migrations), `trace` (the contract's trace
 //! fields of a transition), `effect` (external effects: the step, action digest, idempotency
 //! key, ledger kinds, the pending effect), `replay` (the recorded inputs and the re-execution
-//! of a run), `answer` (a model answer read from its body).
+//! of a run), `answer` (a model answer read from its body), `release` (which endings release a
+//! run's pending consents at Ward), `compensation` (an effect's compensating action).
 
 pub mod answer;
 pub mod budgets;
 pub mod checkpoint;
+pub mod compensation;
 pub mod effect;
 pub mod fsm;
 pub mod migration;
 pub mod progress;
 pub mod recovery;
+pub mod release;
 pub mod replay;
 pub mod run;
 pub mod trace;

@@ -269,10 +269,11 @@ impl Workflow {
                     "destination",
                     "action",
                     "risk",
+                    "compensation",
                 ],
             )?;
             if so.get("kind").and_then(Value::as_str) != Some("effect")
-                && let Some(k) = ["adapter", "destination", "action", "risk"]
+                && let Some(k) = ["adapter", "destination", "action", "risk", "compensation"]
                     .into_iter()
                     .find(|k| so.contains_key(*k))
             {
@@ -325,6 +326,13 @@ impl Workflow {
                         so.get("action"),
                         so.get("risk"),
                     )
+                    .and_then(|mut spec| {
+                        spec.compensation = match so.get("compensation") {
+                            Some(c) => Some(Box::new(effect::compensation(c)?)),
+                            None => None,
+                        };
+                        Ok(spec)
+                    })
                     .map_err(|(field, problem)| Invalid {
                         path: format!("{path}/{field}"),
                         problem,

@@ -133,8 +133,14 @@ impl Driver {
                 }
                 Ok(None) => {
                     drop(slot);
-                    // Idle: release a cancelled run's consents whose ask is still due.
+                    // Idle: release an ended run's consents whose ask is still due…
                     while let Ok(true) = self.service.release_due(&self.consents).await {}
+                    // …and compensate an ended run's confirmed effects still due.
+                    while let Ok(true) = self
+                        .service
+                        .compensate_due(&self.consents, &self.adapter)
+                        .await
+                    {}
                     tokio::time::sleep(poll).await;
                 }
                 Err(e) => {
@@ -242,7 +248,12 @@ impl Driver {
                     .advance(&workflow, &run, event, &spent, &mut tape)
                     .await?
                 {
-                    Some(_) => Ok(Stopped::Idle),
+                    Some(_) => {
+                        // An ending of a wait for a consent marked its release: asked at once
+                        // (a failed ask stays due for the idle loop).
+                        s.release(&self.consents, run.id).await?;
+                        Ok(Stopped::Idle)
+                    }
                     None => Ok(Stopped::Fenced),
                 };
             }

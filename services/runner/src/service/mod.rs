@@ -3,10 +3,11 @@
 //! read, list, cancel and the transitions of runs; `checkpoints`: inspection and quarantine;
 //! `recovery`: the recovery review; `effects`: an effect's inspection and the operator's
 //! resolution of an unknown outcome; `migrations`: state-schema migrations; `driver`: the step
-//! loop; `watch`: the feed; `replay`: the deterministic replay of a finished run; `releases`: a cancelled run's pending
-//! consents released at Ward.
+//! loop; `watch`: the feed; `replay`: the deterministic replay of a finished run; `releases`: an ended run's pending
+//! consents released at Ward; `compensations`: an ended run's confirmed effects compensated.
 
 pub mod checkpoints;
+pub mod compensations;
 pub mod driver;
 pub mod effects;
 pub mod metrics;

@@ -18,8 +18,6 @@ use crate::store::runs::{CheckpointRow, NewTransition};
 
 /// The state a run under recovery review is in.
 pub const QUARANTINED: &str = "QUARANTINED";
-/// The terminal category of a cancel (a review that cancels releases the run's consents).
-const CANCELED: &str = "canceled";
 
 /// A review, decoded and valid in shape.
 #[derive(Debug, Clone)]
@@ -194,10 +192,16 @@ impl Service {
         )
         .await?
         .ok_or(RunnerError::Fenced)?;
-        if category == Some(CANCELED) {
-            // A cancel ends the run: its pending consents at Ward are released (the step
-            // loop asks Ward; `service::releases`).
+        if crate::domain::release::releases(&run.state, category) {
+            // A review that ends the run (cancel or fail) leaves nobody to answer a consent
+            // the run was waiting for when it was quarantined: it is released (the step loop
+            // asks Ward; `service::releases`).
             crate::store::releases::mark(tx, run.id).await?;
+        }
+        if crate::domain::compensation::due(category, progress.effects) {
+            // …and its confirmed effects are compensated as after any other failure or
+            // cancel (`service::compensations`).
+            crate::store::compensations::mark(tx, run.id).await?;
         }
         let review = store::record_review(
             tx,

@@ -1,8 +1,10 @@
-//! A cancelled run's pending consents released at Ward (issue 28, Runner II): the cancel marks
-//! the release in its own transaction (`Service::cancel`), and Ward's `CancelForRun` is asked
-//! after it commits — at once by the `CancelRun` handler, and by every step loop for any
-//! release still due (a failed or lost ask: Ward unreachable, the process killed between the
-//! commit and the ask). The mark is cleared only when Ward answered, so a release is retried
+//! An ended run's pending consents released at Ward (issue 28, Runner II): the commit that
+//! ends a run out of a state in which a consent may be pending (`domain::release`: a cancel,
+//! a budget or deadline ending of `WAIT_APPROVAL` or `WAIT_VERIFICATION`, a verdict, a
+//! review that fails a quarantined run…) marks the release in its own transaction, and
+//! Ward's `CancelForRun` is asked after it commits — at once by the `CancelRun` handler, and
+//! by every step loop for any release still due (a failed or lost ask: Ward unreachable, the
+//! process killed between the commit and the ask). The mark is cleared only when Ward answered, so a release is retried
 //! until done, never lost; asking twice is harmless (Ward settles only what is still pending).
 
 use uuid::Uuid;
@@ -27,6 +29,11 @@ impl Service {
 
     /// Release one due run's pending consents (the step loop's retry): whether one was due.
     pub async fn release_due(&self, consents: &Consents) -> Result<bool, RunnerError> {
+        // Without a Ward nothing could be released: the marks stay for a runner that has one
+        // (and are not pushed out and asked in vain on every idle poll).
+        if !consents.has_ward() {
+            return Ok(false);
+        }
         let Some(id) = releases::take_due(&self.pool, RELEASE_RETRY_MS).await? else {
             return Ok(false);
         };
@@ -38,7 +45,7 @@ impl Service {
         match consents.cancel_for_run(&id.hyphenated().to_string()).await {
             Ok(cancelled) => {
                 releases::done(&self.pool, id).await?;
-                tracing::info!(run = %id, cancelled, "a cancelled run's pending consents released");
+                tracing::info!(run = %id, cancelled, "an ended run's pending consents released");
                 Ok(true)
             }
             Err(_) => Ok(false),

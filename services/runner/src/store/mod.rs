@@ -6,11 +6,13 @@
 //! `transitions` (the transition row of a state commit, in its transaction); `provenance` (appended in the transaction of the commit that used the source); `effects`
 //! (an effect's intent, outbox and append-only ledger: written in the transaction of the fenced
 //! commit they belong to; the outbox claim is fenced on the run's lease generation); `replay` (a
-//! run's whole record read in one read-only transaction); `releases` (a cancelled run's
-//! pending consents to be released at Ward: marked in the cancel's transaction, taken with
-//! `FOR UPDATE SKIP LOCKED`); `retention` (finished run trees deleted in bounded batches through the
-//! owner's `runner.prune_runs`).
+//! run's whole record read in one read-only transaction); `releases` (an ended run's
+//! pending consents to be released at Ward: marked in the ending's transaction, taken with
+//! `FOR UPDATE SKIP LOCKED`); `compensations` (an ended run's compensations: marked by the
+//! ending's statement, taken likewise; each intent written before its dispatch); `retention`
+//! (finished run trees deleted in bounded batches through the owner's `runner.prune_runs`).
 
+pub mod compensations;
 pub mod effects;
 pub mod feed;
 pub mod leases;

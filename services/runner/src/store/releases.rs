@@ -1,8 +1,9 @@
-//! SQL of a cancelled run's pending consent release (`runner.runs.consent_release_due`,
-//! migration `0010_consent_release.sql`): marked in the transaction of the cancel that ends the
-//! run, taken by whoever asks Ward (`CancelForRun`) — pushed out by a retry interval before the
-//! ask, in one statement (`FOR UPDATE SKIP LOCKED`), so two replicas do not ask at once — and
-//! cleared once Ward answered. A failed ask leaves the mark: it is taken again when due.
+//! SQL of an ended run's pending consent release (`runner.runs.consent_release_due`,
+//! migration `0010_consent_release.sql`): marked in the transaction of the commit that ends
+//! the run (a cancel, or `runs::commit_with` by `domain::release`), taken by whoever asks
+//! Ward (`CancelForRun`) — pushed out by a retry interval before the ask, in one statement
+//! (`FOR UPDATE SKIP LOCKED`), so two replicas do not ask at once — and cleared once Ward
+//! answered. A failed ask leaves the mark: it is taken again when due.
 
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;

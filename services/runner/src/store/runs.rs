@@ -260,6 +260,11 @@ pub struct Holder<'a> {
 /// from the commit, as `leases::renew` would (a terminal commit gives it up), and may fence on
 /// a root's descendants' totals (`desc`) as it read them: a descendant's charge since then
 /// fails the commit like any other moved fence.
+///
+/// A commit that ends the run out of a state in which a consent of the run may be pending at
+/// Ward (`domain::release`) marks the release in the same statement (`store::releases`: the
+/// step loop asks Ward's `CancelForRun` until it answers). A commit that ends it in a failure
+/// or a cancel after an effect began marks it due for compensation (`domain::compensation`).
 pub async fn commit_with<'e>(
     ex: impl sqlx::PgExecutor<'e>,
     current: &RunRow,
@@ -289,7 +294,9 @@ pub async fn commit_with<'e>(
                   progress = COALESCE($7::jsonb, progress), updated_at = now(), \
                   lease_holder = CASE WHEN $6::text IS NULL THEN lease_holder END, \
                   lease_expires_at = CASE WHEN $6::text IS NULL THEN COALESCE(now() + \
-                      make_interval(secs => $13::double precision / 1000), lease_expires_at) END \
+                      make_interval(secs => $13::double precision / 1000), lease_expires_at) END, \
+                  consent_release_due = CASE WHEN $25 THEN now() ELSE consent_release_due END, \
+                  compensation_due = CASE WHEN $26 THEN now() ELSE compensation_due END \
             WHERE id = $1 AND state = $2 AND version = $3 AND generation = $4 \
               AND ($20::bigint[] IS NULL OR \
                    ARRAY[desc_steps, desc_tokens, desc_tool_calls, desc_cost_milli] = $20) \
@@ -342,6 +349,14 @@ pub async fn commit_with<'e>(
     )
     .bind(inputs.iter().map(|i| i.body.as_slice()).collect::<Vec<_>>())
     .bind(crate::domain::replay::RULES_VERSION)
+    .bind(crate::domain::release::releases(
+        t.source_state,
+        terminal_category,
+    ))
+    .bind(crate::domain::compensation::due(
+        terminal_category,
+        progress.unwrap_or(&before).effects,
+    ))
     .fetch_optional(ex)
     .instrument(traced.span.clone())
     .await?;

@@ -4,7 +4,8 @@
 //! `HUMAN_RECONCILIATION`; when its deadline passes, or its suspended budget runs out (the wait
 //! for a person is suspended time), the budget governor ends it `EFFECT_OUTCOME_UNKNOWN`
 //! (category `unknown_external_outcome`) — unknown stays unknown: never success, never a plain
-//! failure or timeout, never a second delivery.
+//! failure or timeout, never a second delivery — and the ending's transaction writes the
+//! effect's `reconciliation` ledger entry (the governor, the event, the outcome still unknown).
 
 use lychd_proto::runner::v1 as pb;
 use lychd_runner::service::driver::BUDGET_GOVERNOR;
@@ -74,8 +75,28 @@ async fn ended_unknown(s: &mut Stack, id: Uuid, event: &str) {
     // Never a blind retry: the one delivery made, nothing applied twice.
     assert_eq!(s.sim.deliveries(), 1);
     s.no_duplicates();
-    // The operator can still inspect the effect; it can no longer be settled.
+    // The operator can still inspect the effect; it can no longer be settled. Its ledger
+    // ends with the governor's `reconciliation` entry: who ended it, why, still unknown.
     let i = s.inspect(id).await;
+    let entry = i.ledger.last().expect("a ledger entry");
+    assert_eq!(
+        (entry.kind.as_str(), entry.actor.as_str()),
+        ("reconciliation", BUDGET_GOVERNOR)
+    );
+    let detail: serde_json::Value = serde_json::from_str(&entry.detail_json).expect("json");
+    assert_eq!(detail["resolution"], "unresolved");
+    assert_eq!(detail["outcome"], "unknown");
+    assert_eq!(detail["ended_by"], event);
+    assert_eq!(detail["terminal_state"], "EFFECT_OUTCOME_UNKNOWN");
+    assert_eq!(detail["version"], run.version);
+    assert_eq!(
+        i.ledger
+            .iter()
+            .filter(|e| e.kind == "reconciliation" && e.actor == BUDGET_GOVERNOR)
+            .count(),
+        1,
+        "written once, with the ending"
+    );
     refused(
         s.client
             .resolve_unknown_outcome(pb::ResolveUnknownOutcomeRequest {

@@ -1,7 +1,7 @@
 //! Retention while runs flow (issue 30 item 3): the office's own job, with ages of two seconds
 //! and a round every second, deletes finished run trees with every row naming them — and never a
 //! run still in use: one not terminal, a finished child of a root that is not, one whose consent
-//! release is still due, or one with an outbox row not settled. The effect ledger stays
+//! release or compensation is still due, or one with an outbox row not settled. The effect ledger stays
 //! append-only for the runtime role; only the owner's pruning function deletes from it.
 
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ const RETENTION: &str = "interval_seconds = 1\nbatch_size = 3\npause_ms = 0\n\
     [keep_seconds]\nruns = 2\neffect_runs = 2\n";
 
 /// Every table that names a run, with the column that does.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "runs",
     "run_transitions",
     "run_checkpoints",
@@ -28,6 +28,7 @@ const TABLES: [&str; 10] = [
     "effects",
     "effect_outbox",
     "effect_ledger",
+    "effect_compensations",
 ];
 
 async fn retained() -> Stack {
@@ -127,12 +128,13 @@ async fn with_effect(s: &Stack, id: &str, settled: bool) {
     .expect("ledger");
 }
 
-async fn set_release_due(s: &Stack, id: &str, due: bool) {
+/// Mark run `id`'s consent release (`column` = `consent_release_due`) or compensation
+/// (`compensation_due`) due, or no longer.
+async fn set_due(s: &Stack, id: &str, column: &str, due: bool) {
     let mut db = s.db().await;
-    sqlx::query(
-        "UPDATE runner.runs SET consent_release_due = CASE WHEN $2 THEN now() END \
-          WHERE id = $1::uuid",
-    )
+    sqlx::query(&format!(
+        "UPDATE runner.runs SET {column} = CASE WHEN $2 THEN now() END WHERE id = $1::uuid"
+    ))
     .bind(id)
     .bind(due)
     .execute(&mut db)
@@ -160,11 +162,14 @@ async fn retention_under_traffic_deletes_finished_trees_and_nothing_in_use() {
     kept.extend([root.clone(), child.clone()]);
     let releasing = start(&mut c, "releasing", "in").await.run_id;
     cancel(&mut c, &releasing).await.expect("cancel");
-    set_release_due(&s, &releasing, true).await;
+    set_due(&s, &releasing, "consent_release_due", true).await;
+    let compensating = start(&mut c, "compensating", "in").await.run_id;
+    cancel(&mut c, &compensating).await.expect("cancel");
+    set_due(&s, &compensating, "compensation_due", true).await;
     let unsettled = start(&mut c, "unsettled", "in").await.run_id;
     cancel(&mut c, &unsettled).await.expect("cancel");
     with_effect(&s, &unsettled, false).await;
-    kept.extend([releasing.clone(), unsettled.clone()]);
+    kept.extend([releasing.clone(), compensating.clone(), unsettled.clone()]);
     // Finished, with its effect settled: goes by `effect_runs`, ledger and all.
     let settled = start(&mut c, "settled", "in").await.run_id;
     cancel(&mut c, &settled).await.expect("cancel");
@@ -223,9 +228,11 @@ async fn retention_under_traffic_deletes_finished_trees_and_nothing_in_use() {
     }
     assert_eq!(rows(&s, &unsettled).await[9], 2, "its ledger kept");
 
-    // Once its release is no longer due, the run goes too.
-    set_release_due(&s, &releasing, false).await;
+    // Once its release or compensation is no longer due, the run goes too.
+    set_due(&s, &releasing, "consent_release_due", false).await;
+    set_due(&s, &compensating, "compensation_due", false).await;
     eventually("released run deleted", || gone(&s, &releasing)).await;
+    eventually("compensated run deleted", || gone(&s, &compensating)).await;
 }
 
 #[tokio::test]
@@ -258,5 +265,5 @@ async fn the_runtime_role_cannot_delete_effects_or_their_ledger() {
             .map(|c| c.into_owned());
         assert_eq!(code.as_deref(), Some("42501"), "{table}: {e}");
     }
-    assert_eq!(rows(&s, &run).await[7..], [1, 1, 2], "nothing deleted");
+    assert_eq!(rows(&s, &run).await[7..10], [1, 1, 2], "nothing deleted");
 }

@@ -148,3 +148,54 @@ fn errors_name_the_path() {
         "/steps"
     );
 }
+
+#[test]
+fn an_effect_step_may_declare_its_compensation_and_only_an_effect_step() {
+    let doc = r#"{"schema":"lychd.runner.workflow/v1","name":"pay","version":"0.1.0",
+        "obligations":[{"id":"paid","evidence":["effect_receipt"]}],
+        "steps":[{"id":"pay","kind":"effect","adapter":"http",
+                  "destination":"http://127.0.0.1:9/orders","risk":"high",
+                  "action":{"amount":5,"to":"x"},"closes":["paid"],
+                  "compensation":{"destination":"http://127.0.0.1:9/refunds",
+                                  "action":{"refund":5}}},
+                 {"id":"check","kind":"task"}]}"#;
+    let w = Workflow::parse(doc.as_bytes()).expect("valid");
+    let StepKind::Effect(spec) = &w.steps[0].kind else {
+        panic!("an effect step");
+    };
+    let c = spec.compensation.as_deref().expect("declared");
+    assert_eq!(
+        (c.destination.as_str(), c.action.as_slice()),
+        ("http://127.0.0.1:9/refunds", br#"{"refund":5}"#.as_slice())
+    );
+    for (from, to, path) in [
+        (
+            "http://127.0.0.1:9/refunds",
+            "ftp://x/refunds",
+            "/steps/0/compensation/destination",
+        ),
+        (
+            "{\"refund\":5}",
+            "{\"refund\":0.5}",
+            "/steps/0/compensation/action",
+        ),
+        (
+            "{\"id\":\"check\",\"kind\":\"task\"}",
+            "{\"id\":\"check\",\"kind\":\"task\",\"compensation\":{}}",
+            "/steps/1/compensation",
+        ),
+        (
+            "\"compensation\":{",
+            "\"compensation\":{\"risk\":\"low\",",
+            "/steps/0/compensation",
+        ),
+        (
+            "\"destination\":\"http://127.0.0.1:9/refunds\",",
+            "",
+            "/steps/0/compensation/destination",
+        ),
+        ("{\"refund\":5}", "[5]", "/steps/0/compensation/action"),
+    ] {
+        assert_eq!(path_of(&doc.replace(from, to)), path, "{to}");
+    }
+}

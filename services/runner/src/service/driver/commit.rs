@@ -80,7 +80,14 @@ impl Driver {
         let consumes = tree::delta(&before.used, &progress.used) != [0; 4];
         let answer = event == "step_result" && !capability.is_empty();
         let root_alone = consumes && !answer && run.root_run_id.is_none();
-        let mut tx = if (consumes || answer) && !root_alone {
+        // The budget governor ending a run whose effect outcome nobody knows writes its
+        // `reconciliation` ledger entry in the ending's transaction.
+        let unknown = progress
+            .effect
+            .as_ref()
+            .filter(|_| run.state == RECONCILING && matches!(event, BUDGET_EVENT | DEADLINE_EVENT))
+            .map(|e| e.sequence);
+        let mut tx = if ((consumes || answer) && !root_alone) || unknown.is_some() {
             Some(s.pool.begin().await?)
         } else {
             None
@@ -160,6 +167,18 @@ impl Driver {
             )
             .await?;
         }
+        if let (Some(a), Some(sequence)) = (&after, unknown) {
+            crate::store::effects::append(
+                &mut *tx,
+                a.id,
+                sequence,
+                "reconciliation",
+                run.generation,
+                actor,
+                &unresolved(event, &a.state, a.version),
+            )
+            .await?;
+        }
         if let (Some(a), true) = (&after, answer) {
             // A model answer the run uses is a retrieved source (its digest only).
             provenance::record_answer(
@@ -175,6 +194,16 @@ impl Driver {
         log_committed(run, after.as_ref(), event, actor);
         Ok(after)
     }
+}
+
+/// The `reconciliation` ledger entry of an unknown outcome the budget governor ended
+/// (`event`: `budget_exhausted` or `deadline_passed`) in `terminal` at run version `version`:
+/// nobody settled it, and it stays unknown (never success, never a plain failure).
+fn unresolved(event: &str, terminal: &str, version: i64) -> serde_json::Value {
+    serde_json::json!({
+        "resolution": "unresolved", "outcome": "unknown", "ended_by": event,
+        "terminal_state": terminal, "version": version,
+    })
 }
 
 /// The log event of a committed transition (its trace fields are on its span).
