@@ -26,4 +26,5 @@ mod steps;
 mod trace;
 mod tree;
 mod verification;
+mod verified;
 mod watch;

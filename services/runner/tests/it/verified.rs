@@ -1,0 +1,189 @@
+//! The shared fixture of verified runs (issue 28 item 3: a run ends `SUCCEEDED` only on a
+//! HelmLoop PASS it did not produce): an in-process Runner with the HelmLoop office beside it,
+//! Ward delivering the owner records it issues, and the accountable owner approving every
+//! owner-record and promotion consent as it is proposed (`lychd_testkit::verify`). A driver
+//! made here asks that verifier; [`verified`] adds the workflow's `verification` section; the
+//! path of a verified run is its steps' prefix, then the verifier's holds and changes, then
+//! `verified_pass` by `helmloop` ([`assert_verified_path`]).
+
+use std::time::{Duration, Instant};
+
+use lychd_auth::credentials::SessionSource;
+use lychd_runner::service::driver::{Driver, Stopped};
+use lychd_runner::store::leases;
+use lychd_runner::verifier::Verifier;
+use lychd_runtime::client::Outgoing;
+use lychd_testkit::verify::{OWNER, Verification, free_port};
+use lychd_testkit::{Spawned, spawn_office_with};
+use secrecy::SecretString;
+use uuid::Uuid;
+
+use crate::common::{Stack, TESTER_ACTIONS, get};
+
+/// How long a held verification waits before it is asked again in these tests (ms).
+pub const RECHECK_MS: u64 = 100;
+
+/// `doc` (a workflow document) with a `verification` section naming [`OWNER`].
+pub fn verified(doc: &str) -> String {
+    let end = doc.rfind('}').expect("a workflow document is an object");
+    format!(
+        r#"{},"verification":{{"owner":"{OWNER}"}}}}"#,
+        &doc[..end].trim_end()
+    )
+}
+
+/// A Runner (its `[office]` section `office`) with the verifier beside it, the owner
+/// approving what is proposed.
+pub async fn stack_with(office: &str) -> Stack {
+    let mut table: toml::Table = office.parse().expect("office section");
+    table
+        .entry("verify_recheck_ms")
+        .or_insert(toml::Value::Integer(RECHECK_MS as i64));
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut spawned: Spawned = spawn_office_with(lychd_runner::spec(), move |c| {
+        c.office = table;
+        c.peers.insert(
+            "helmloop".into(),
+            lychd_runtime::config::PeerConfig { endpoint },
+        );
+    })
+    .await;
+    let mut v = Verification::beside(&mut spawned, port).await;
+    v.approve_all();
+    for action in TESTER_ACTIONS {
+        spawned.allow(action, "run:*").await;
+    }
+    let session = SessionSource::start(
+        spawned.ward_channel(),
+        SecretString::from(v.credential.clone()),
+        vec!["ward".into(), "helmloop".into()],
+    );
+    assert!(
+        session.ready(Duration::from_secs(10)).await,
+        "the runner's verifier session"
+    );
+    let verifier = Verifier::at(
+        &v.helmloop_endpoint,
+        &spawned.ward_endpoint(),
+        Outgoing::new(Some(session)),
+    )
+    .expect("endpoints")
+    .recheck_ms(RECHECK_MS);
+    let client = lychd_proto::runner::v1::runner_client::RunnerClient::new(spawned.channel());
+    Stack {
+        spawned,
+        client,
+        verification: Some(Verified { v, verifier }),
+    }
+}
+
+/// The verifier beside a stack's Runner and what its drivers ask.
+pub struct Verified {
+    pub v: Verification,
+    pub verifier: Verifier,
+}
+
+/// [`stack_with`], the step loop off (runs stay where the API puts them until a test's
+/// driver claims them).
+pub async fn stack() -> Stack {
+    stack_with("drive = false").await
+}
+
+impl Stack {
+    /// The independent verifier a driver of this stack asks (none without the fixture: every
+    /// verification is then held).
+    pub fn verifier(&self) -> Verifier {
+        self.verification
+            .as_ref()
+            .map_or_else(Verifier::none, |v| v.verifier.clone())
+    }
+}
+
+/// Claim and drive runs with `d` until run `id` has ended (at most 60 s): a held verification
+/// gives the run back, to be claimed again once its recheck is due. The last drive stops
+/// idle; the ended run.
+pub async fn drive_to_end(s: &Stack, d: &Driver, id: Uuid) -> lychd_proto::runner::v1::Run {
+    let t = Instant::now();
+    let mut c = s.client.clone();
+    loop {
+        let run = get(&mut c, &id.to_string()).await.expect("get");
+        if !run.terminal_category.is_empty() {
+            return run;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "run {id} has not ended: {} ({:?})",
+            run.state,
+            run.verification
+        );
+        match leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
+            .await
+            .expect("claim")
+        {
+            Some(claimed) => {
+                let stopped = d.drive(claimed).await.expect("drive");
+                assert_ne!(stopped, Stopped::Fenced, "nobody else drives run {id}");
+            }
+            None => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// The triggers the independent verifier adds after `ready_to_verify`: held (and changed back
+/// to `VERIFY`) at least once — the owner approves only what was proposed — then `verified_pass`.
+pub fn verifier_tail(tail: &[&str]) -> bool {
+    let Some((last, holds)) = tail.split_last() else {
+        return false;
+    };
+    *last == "verified_pass"
+        && !holds.is_empty()
+        && holds
+            .chunks(2)
+            .all(|pair| pair == ["verification_hold", "verification_changed"])
+}
+
+/// `triggers` is exactly `prefix` (the run's steps, through `ready_to_verify`), then the
+/// verifier's holds and changes, then `verified_pass`.
+pub fn assert_verified_path(triggers: &[&str], prefix: &[&str]) {
+    assert_eq!(prefix.last(), Some(&"ready_to_verify"), "{prefix:?}");
+    assert!(
+        triggers.len() > prefix.len() && triggers[..prefix.len()] == *prefix,
+        "{triggers:?} starts with {prefix:?}"
+    );
+    assert!(
+        verifier_tail(&triggers[prefix.len()..]),
+        "after the steps, the verifier's holds then a PASS: {triggers:?}"
+    );
+}
+
+#[test]
+fn the_verifier_tail_is_holds_then_a_pass() {
+    for ok in [
+        &["verification_hold", "verification_changed", "verified_pass"][..],
+        &[
+            "verification_hold",
+            "verification_changed",
+            "verification_hold",
+            "verification_changed",
+            "verified_pass",
+        ],
+    ] {
+        assert!(verifier_tail(ok), "{ok:?}");
+    }
+    for bad in [
+        &["verified_pass"][..],
+        &[],
+        &["verification_hold", "verified_pass"],
+        &["verification_hold", "verification_changed"],
+        &["verification_changed", "verification_hold", "verified_pass"],
+        &[
+            "verification_hold",
+            "verification_changed",
+            "verified_pass",
+            "x",
+        ],
+    ] {
+        assert!(!verifier_tail(bad), "{bad:?}");
+    }
+}
