@@ -81,10 +81,6 @@ impl SandboxBuilder {
         self.office(Office::HelmLoop)
             .peer(office, Office::HelmLoop)
             .peer(Office::Ward, Office::HelmLoop)
-            .config_text(
-                Office::Ward,
-                format!("[office]\npromotion_retry_interval_ms = {PROMOTION_RETRY_MS}\n"),
-            )
     }
 }
 
@@ -98,9 +94,17 @@ async fn assign(admin: &mut WardAdmin, id: &str, grants: &[(&str, &str)]) {
     }
 }
 
-/// Restart `ward` (SIGTERM) on its port with `extra` appended to its configuration.
+/// Restart `ward` (SIGTERM) on its port with `extra` appended to its configuration, and its
+/// delivery of issued records retried every [`PROMOTION_RETRY_MS`] (in the `[office]` section
+/// it has, or a new one).
 async fn reconfigure_ward(ward: &mut OfficeProcess, extra: &str) {
     let mut text = std::fs::read_to_string(&ward.config_path).expect("ward config");
+    let retry = format!("promotion_retry_interval_ms = {PROMOTION_RETRY_MS}\n");
+    if text.contains("\n[office]\n") {
+        text = text.replacen("\n[office]\n", &format!("\n[office]\n{retry}"), 1);
+    } else {
+        text.push_str(&format!("\n[office]\n{retry}"));
+    }
     text.push_str(extra);
     std::fs::write(&ward.config_path, text).expect("ward config");
     ward.signal(nix::sys::signal::Signal::SIGTERM);
@@ -174,8 +178,7 @@ impl Verification {
         reconfigure_ward(
             ward,
             &format!(
-                "\n[office]\npromotion_retry_interval_ms = {PROMOTION_RETRY_MS}\n\n\
-                 [peers.helmloop]\nendpoint = \"{endpoint}\"\n\n[auth]\ncredential_file = \"{}\"\n",
+                "\n[peers.helmloop]\nendpoint = \"{endpoint}\"\n\n[auth]\ncredential_file = \"{}\"\n",
                 file.display()
             ),
         )

@@ -32,6 +32,19 @@ pub fn verified(doc: &str) -> String {
     )
 }
 
+/// A Runner process's configuration `text` (TOML) with `verify_recheck_ms` = [`RECHECK_MS`] in
+/// its `[office]` section (added when it has none).
+pub fn office_text(text: &str) -> String {
+    let line = format!("verify_recheck_ms = {RECHECK_MS}\n");
+    if text.contains("verify_recheck_ms") {
+        text.to_owned()
+    } else if text.contains("[office]\n") {
+        text.replacen("[office]\n", &format!("[office]\n{line}"), 1)
+    } else {
+        format!("{text}\n[office]\n{line}")
+    }
+}
+
 /// A Runner (its `[office]` section `office`) with the verifier beside it, the owner
 /// approving what is proposed.
 pub async fn stack_with(office: &str) -> Stack {
