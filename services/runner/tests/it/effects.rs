@@ -31,7 +31,7 @@ pub struct Stack {
     /// A Runner started again after the first one ended at its fault point.
     pub again: Option<lychd_testkit::OfficeProcess>,
     /// The HelmLoop office verifying the runs, their owner approving what is proposed.
-    pub verification: lychd_testkit::verify::Verification,
+    pub _verification: lychd_testkit::verify::Verification,
 }
 
 impl Drop for Stack {
@@ -181,7 +181,7 @@ pub async fn build_granted(
         ward,
         credential_file,
         again: None,
-        verification,
+        _verification: verification,
     }
 }
 

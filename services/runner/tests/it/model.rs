@@ -31,7 +31,7 @@ pub struct Stack {
     pub sandbox: Sandbox,
     pub sim: SimLlama,
     pub client: RunnerClient<PeerChannel>,
-    pub verification: Verification,
+    pub _verification: Verification,
 }
 
 pub async fn stack() -> Stack {
@@ -90,7 +90,7 @@ pub async fn stack_with(runner: &str) -> Stack {
         sandbox,
         sim,
         client,
-        verification,
+        _verification: verification,
     }
 }
 

@@ -2,7 +2,7 @@
 //! HelmLoop PASS it did not produce): an in-process Runner with the HelmLoop office beside it,
 //! Ward delivering the owner records it issues, and the accountable owner approving every
 //! owner-record and promotion consent as it is proposed (`lychd_testkit::verify`). A driver
-//! made here asks that verifier; [`verified`] adds the workflow's `verification` section; the
+//! made here asks that verifier (every test workflow names the owner in `verification`); the
 //! path of a verified run is its steps' prefix, then the verifier's holds and changes, then
 //! `verified_pass` by `helmloop` ([`assert_verified_path`]).
 
@@ -13,7 +13,7 @@ use lychd_runner::service::driver::{Driver, Stopped};
 use lychd_runner::store::leases;
 use lychd_runner::verifier::Verifier;
 use lychd_runtime::client::Outgoing;
-use lychd_testkit::verify::{OWNER, Verification, free_port};
+use lychd_testkit::verify::{Verification, free_port};
 use lychd_testkit::{Spawned, spawn_office_with};
 use secrecy::SecretString;
 use uuid::Uuid;
@@ -22,15 +22,6 @@ use crate::common::{Stack, TESTER_ACTIONS, get};
 
 /// How long a held verification waits before it is asked again in these tests (ms).
 pub const RECHECK_MS: u64 = 100;
-
-/// `doc` (a workflow document) with a `verification` section naming [`OWNER`].
-pub fn verified(doc: &str) -> String {
-    let end = doc.rfind('}').expect("a workflow document is an object");
-    format!(
-        r#"{},"verification":{{"owner":"{OWNER}"}}}}"#,
-        &doc[..end].trim_end()
-    )
-}
 
 /// A Runner process's configuration `text` (TOML) with `verify_recheck_ms` = [`RECHECK_MS`] in
 /// its `[office]` section (added when it has none).
@@ -87,13 +78,17 @@ pub async fn stack_with(office: &str) -> Stack {
     Stack {
         spawned,
         client,
-        verification: Some(Verified { v, verifier }),
+        verification: Some(Verified {
+            _verification: v,
+            verifier,
+        }),
     }
 }
 
 /// The verifier beside a stack's Runner and what its drivers ask.
 pub struct Verified {
-    pub v: Verification,
+    /// Kept for the stack's life: HelmLoop and the owner approving.
+    pub _verification: Verification,
     pub verifier: Verifier,
 }
 
@@ -198,5 +193,72 @@ fn the_verifier_tail_is_holds_then_a_pass() {
         ],
     ] {
         assert!(!verifier_tail(bad), "{bad:?}");
+    }
+}
+
+/// Every obligation of the run holds, yet no verifier's PASS: a verifier that never answers
+/// (HelmLoop's address answers nothing) leaves the run in `VERIFY`, asked again; one that is
+/// not there holds it for review (`WAIT_VERIFICATION`, `VERIFIER_NOT_CONFIGURED`). Neither
+/// ends it `SUCCEEDED`, however often it is driven (issue 28: unknown is not success).
+#[tokio::test]
+async fn closed_obligations_without_a_pass_never_succeed() {
+    let mut s = crate::common::stack().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nowhere = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let silent = Verifier::at(&nowhere, &nowhere, Outgoing::default())
+        .expect("endpoints")
+        .recheck_ms(50);
+    let cases = [
+        (
+            "silent",
+            crate::steps::driver(&s).with_verifier(silent),
+            "VERIFY",
+        ),
+        (
+            "absent",
+            crate::steps::driver(&s).with_verifier(Verifier::none().recheck_ms(50)),
+            "WAIT_VERIFICATION",
+        ),
+    ];
+    for (name, d, held_in) in cases {
+        let id = crate::steps::start_tasks_with(&mut s, name, None).await;
+        let t = Instant::now();
+        let mut drives = 0;
+        while t.elapsed() < Duration::from_millis(1_500) {
+            if let Some(run) = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
+                .await
+                .expect("claim")
+            {
+                assert!(
+                    matches!(d.drive(run).await.expect("drive"), Stopped::Waiting(_)),
+                    "{name}: given back to be asked again"
+                );
+                drives += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(drives >= 2, "{name}: asked more than once ({drives})");
+        let run = get(&mut s.client, &id.to_string()).await.expect("run");
+        assert_eq!(
+            (run.state.as_str(), run.terminal_category.as_str()),
+            (held_in, ""),
+            "{name}"
+        );
+        // Every obligation holds: the steps' results closed it.
+        let body = crate::steps::checkpoint(&mut s, id, 0).await;
+        assert_eq!(body["results"].as_array().map(Vec::len), Some(3), "{body}");
+        let p = crate::steps::path(&mut s, id).await;
+        let triggers = crate::steps::triggers(&p);
+        assert!(triggers.contains(&"ready_to_verify"), "{triggers:?}");
+        assert!(!triggers.contains(&"verified_pass"), "{name}: {triggers:?}");
+        if held_in == "WAIT_VERIFICATION" {
+            let v = run.verification.expect("verification");
+            assert_eq!(
+                (v.disposition.as_str(), v.reasons.as_slice()),
+                ("HOLD", &["VERIFIER_NOT_CONFIGURED".to_owned()][..])
+            );
+            assert!(v.obligations_closed && !v.independent_pass, "{v:?}");
+        }
     }
 }
