@@ -145,7 +145,7 @@ async fn main() {
         .execute(&mut admin)
         .await
         .expect("grant");
-    sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs")
+    sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs CASCADE")
         .execute(&mut admin)
         .await
         .expect("reset");
@@ -205,7 +205,7 @@ async fn main() {
             "  ratio (time per transition / time per row): {:.2}×",
             base_rate / rate
         );
-        sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows")
+        sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows CASCADE")
             .execute(&mut admin)
             .await
             .expect("reset");
