@@ -29,7 +29,7 @@ use lychd_runner::store::{leases, replay};
 use lychd_runner::verifier::Verifier;
 use lychd_runtime::client::Outgoing;
 use lychd_testkit::bench::Cpu;
-use lychd_testkit::verify::{OWNER, Verification, free_port};
+use lychd_testkit::verify::{OWNER, Verification};
 use secrecy::SecretString;
 use uuid::Uuid;
 
@@ -116,19 +116,13 @@ async fn runs(service: &Arc<Service>, verifier: Verifier) -> Vec<Uuid> {
 
 #[tokio::main]
 async fn main() {
-    // The Runner in this process (its step loop off: the bench drives), its Ward a process,
-    // the HelmLoop office beside it.
-    let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let mut spawned = lychd_testkit::spawn_office_with(lychd_runner::spec(), move |c| {
+    // The Runner in this process (its step loop off: the bench drives, asking the verifier it
+    // is given), its Ward a process, the HelmLoop office beside it.
+    let mut spawned = lychd_testkit::spawn_office_with(lychd_runner::spec(), |c| {
         c.office = "drive = false".parse().expect("office section");
-        c.peers.insert(
-            "helmloop".into(),
-            lychd_runtime::config::PeerConfig { endpoint },
-        );
     })
     .await;
-    let mut verification = Verification::beside(&mut spawned, port).await;
+    let mut verification = Verification::beside(&mut spawned, 0).await;
     verification.approve_all();
     let session = SessionSource::start(
         spawned.ward_channel(),

@@ -162,8 +162,10 @@ async fn verified_office(admin: &mut WardAdmin, office: Office) -> String {
 impl Verification {
     /// Beside `spawned` (an in-process office, its Ward a process): the HelmLoop office started
     /// on `port` (the office may have been configured to call it there before it started:
-    /// [`free_port`]), migrated on the test's database; Ward restarted to deliver to it.
+    /// [`free_port`]; 0: a port picked now, the shortest time for another process to take it),
+    /// migrated on the test's database; Ward restarted to deliver to it.
     pub async fn beside(spawned: &mut Spawned, port: u16) -> Verification {
+        let port = if port == 0 { free_port() } else { port };
         let dir = tempfile::tempdir().expect("temp dir");
         let mut admin = spawned.admin.clone();
         let ward_endpoint = spawned.ward_endpoint();
