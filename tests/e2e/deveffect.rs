@@ -52,13 +52,19 @@ pub fn a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
     tokens: &BTreeMap<Office, String>,
     sim: &SimEffect,
 ) {
-    let workflow = format!(
-        r#"{{"schema": "lychd.runner.workflow/v1", "name": "pay", "version": "0.1.0",
+    // The run's accountable owner (every workflow names one: success only on HelmLoop's PASS).
+    let operator = format!("authorization: Bearer {}", tokens[&Office::Ward]);
+    let owner = crate::devowner::Owner::enroll(&endpoints["ward"], &operator, "owner-erin");
+    let workflow = crate::devowner::verified(
+        &format!(
+            r#"{{"schema": "lychd.runner.workflow/v1", "name": "pay", "version": "0.1.0",
  "obligations": [{{"id": "paid", "evidence": ["effect_receipt"]}}],
  "steps": [{{"id": "prepare", "kind": "task"}},
            {{"id": "pay", "kind": "effect", "adapter": "http", "destination": "{}",
              "risk": "high", "action": {{"amount": 5, "to": "acct-1"}}, "closes": ["paid"]}}]}}"#,
-        sim.url("/orders")
+            sim.url("/orders")
+        ),
+        &owner.name,
     );
     let started = call(
         endpoints,
@@ -112,6 +118,8 @@ pub fn a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
             consent["bindingDigest"].as_str().expect("binding digest")
         ),
     );
+    // With the receipt re-ingested, the owner approves what the verifier proposes.
+    owner.approve(&endpoints["ward"], &operator, &run_id);
     let watched = call(endpoints, tokens, Office::Runner, "WatchRun", &run);
     let triggers: Vec<&str> = watched
         .iter()
@@ -128,6 +136,8 @@ pub fn a_high_risk_effect_is_approved_in_ward_and_applied_once_with_grpcurl(
         "response_received",
         "outcome_confirmed",
         "no_interrupt",
+        "verification_hold",
+        "verified_pass",
     ] {
         assert!(triggers.contains(&t), "{t}: {triggers:?}");
     }

@@ -384,10 +384,16 @@ pub(crate) fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcu
         assert!(stream || all.len() == 1, "{method}: one answer");
         all
     };
-    let workflow = r#"{"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
+    // The run's accountable owner (every workflow names one: success only on HelmLoop's PASS).
+    let operator = format!("authorization: Bearer {}", tokens[&Office::Ward]);
+    let owner = crate::devowner::Owner::enroll(&endpoints["ward"], &operator, "owner-dana");
+    let workflow = crate::devowner::verified(
+        r#"{"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
  "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
  "steps": [{"id": "gather", "kind": "task"},
-           {"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}]}"#;
+           {"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}]}"#,
+        &owner.name,
+    );
     let started = call(
         Office::Runner,
         "StartRun",
@@ -402,6 +408,8 @@ pub(crate) fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcu
         .as_str()
         .expect("run id")
         .to_owned();
+    // The owner approves the run's records and promotion as the verifier proposes them.
+    owner.approve(&endpoints["ward"], &operator, &run_id);
     let watched = call(
         Office::Runner,
         "WatchRun",
@@ -422,6 +430,8 @@ pub(crate) fn a_run_takes_its_model_step_through_a_lease_to_succeeded_with_grpcu
         2,
         "{triggers:?}"
     );
+    assert_eq!(triggers.last(), Some(&"verified_pass"), "{triggers:?}");
+    assert!(triggers.contains(&"verification_hold"), "{triggers:?}");
     let run = call(
         Office::Runner,
         "GetRun",

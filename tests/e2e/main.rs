@@ -6,6 +6,7 @@ mod authority;
 mod backup;
 mod deveffect;
 mod devmetrics;
+mod devowner;
 mod devrace;
 mod devstack;
 mod devtls;

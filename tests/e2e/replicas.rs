@@ -471,8 +471,9 @@ fn consent_across_replicas(r: &Replicas) {
 /// its end by whichever runner replica claims it, and both replicas answer the same run.
 fn a_run_across_replicas(r: &Replicas) {
     // The runbook's workflow document and `{}` as input, in base64 (`base64 -w0`):
-    // lychd.runner.workflow/v1 "summarize": one model step closing one obligation.
-    const WORKFLOW: &str = "eyJzY2hlbWEiOiAibHljaGQucnVubmVyLndvcmtmbG93L3YxIiwgIm5hbWUiOiAic3VtbWFyaXplIiwgInZlcnNpb24iOiAiMC4xLjAiLCAib2JsaWdhdGlvbnMiOiBbeyJpZCI6ICJzdW1tYXJ5IiwgImV2aWRlbmNlIjogWyJtb2RlbF9hbnN3ZXIiXX1dLCAic3RlcHMiOiBbeyJpZCI6ICJkcmFmdCIsICJraW5kIjogIm1vZGVsIiwgImZhbWlseSI6ICJjaGF0IiwgImNsb3NlcyI6IFsic3VtbWFyeSJdfV19";
+    // lychd.runner.workflow/v1 "summarize": one model step closing one obligation, verified
+    // for the accountable owner `owner-rita`.
+    const WORKFLOW: &str = "eyJzY2hlbWEiOiAibHljaGQucnVubmVyLndvcmtmbG93L3YxIiwgIm5hbWUiOiAic3VtbWFyaXplIiwgInZlcnNpb24iOiAiMC4xLjAiLCAib2JsaWdhdGlvbnMiOiBbeyJpZCI6ICJzdW1tYXJ5IiwgImV2aWRlbmNlIjogWyJtb2RlbF9hbnN3ZXIiXX1dLCAic3RlcHMiOiBbeyJpZCI6ICJkcmFmdCIsICJraW5kIjogIm1vZGVsIiwgImZhbWlseSI6ICJjaGF0IiwgImNsb3NlcyI6IFsic3VtbWFyeSJdfV0sICJ2ZXJpZmljYXRpb24iOiB7Im93bmVyIjogIm93bmVyLXJpdGEifX0=";
     const INPUT: &str = "e30=";
     let start = format!(
         r#"{{"request_id": "replica-run-1", "workflow": "{WORKFLOW}", "input": "{INPUT}"}}"#
@@ -485,6 +486,11 @@ fn a_run_across_replicas(r: &Replicas) {
         .to_owned();
     let same = r.call(ru, 1, "StartRun", &start);
     assert_eq!(same["run"]["runId"], run.as_str(), "one run per request id");
+    // The owner approves the run's records and promotion (at Ward's first replica; the
+    // operator lists them at its second): success only on HelmLoop's PASS.
+    let operator = format!("authorization: Bearer {}", r.tokens[&Office::Ward]);
+    let owner = crate::devowner::Owner::enroll(r.at(Office::Ward, 0), &operator, "owner-rita");
+    owner.approve(r.at(Office::Ward, 1), &operator, &run);
     let get = format!(r#"{{"run_id": "{run}"}}"#);
     // Read alternately at each replica until the run ends.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -502,6 +508,10 @@ fn a_run_across_replicas(r: &Replicas) {
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert_eq!(ended["run"]["state"], "SUCCEEDED", "{ended}");
+    assert_eq!(
+        ended["run"]["verification"]["disposition"], "PASS",
+        "{ended}"
+    );
     let other = r.call(ru, 1 - replica, "GetRun", &get);
     assert_eq!(
         other["run"], ended["run"],

@@ -6,10 +6,14 @@
 //! (preauthorized by a standing rule in Ward, so no human waits), each driven by a real
 //! `lychd-runner` process with a real `lychd-ward` (the proposal, its replay, the consumption,
 //! the effect-time permission, six fenced commits with their ledger entries). Reported per
-//! effect: latency (start to `SUCCEEDED`, polled every 2 ms), the ratio to the adapter alone,
-//! CPU of the office processes (Runner and Ward) and of the database, and the intent-to-dispatch
-//! latency (the ledger's `attempt` entry, written just before the dispatch, minus its `intent`
-//! entry, both the database's clock).
+//! effect: latency (start to the receipt re-ingested and the run handed to the independent
+//! verifier — `VERIFY` or `WAIT_VERIFICATION` —, polled every 2 ms), the ratio to the adapter
+//! alone, CPU of the office processes (Runner, Ward, HelmLoop) and of the database over that
+//! span, and the intent-to-dispatch latency (the ledger's `attempt` entry, written just before
+//! the dispatch, minus its `intent` entry, both the database's clock). Every workflow is
+//! verified (issue 28): each run then goes on, untimed, to `SUCCEEDED` on the HelmLoop
+//! office's PASS, its owner approving what is proposed (`lychd_testkit::verify`), before the
+//! next run starts — the verifier's time is not the effect's overhead.
 //!
 //! Run: `cargo bench -p lychd-runner --bench effects` (needs the built binaries, `cargo build
 //! --workspace --bins`, and PostgreSQL binaries, like the tests). Timings never gate anything.
@@ -22,6 +26,7 @@ use lychd_runner::adapter::HttpAdapter;
 use lychd_runtime::Office;
 use lychd_testkit::bench::Cpu;
 use lychd_testkit::simeffect::SimEffect;
+use lychd_testkit::verify::{OWNER, Verification};
 use lychd_testkit::{Sandbox, channel_with};
 
 const ADAPTER_CALLS: usize = 300;
@@ -38,11 +43,13 @@ async fn main() {
          tool = \"runner.effect.http.low\"\neffect_owner = \"runner\"\npriority = 10\n",
     )
     .expect("rule");
-    let sandbox = Sandbox::builder()
+    let mut sandbox = Sandbox::builder()
         .office(Office::Runner)
+        .verified(Office::Runner)
         .config_text(
             Office::Runner,
-            "[office]\npoll_ms = 10\napproval_poll_ms = 10\neffect_timeout_ms = 5000\n",
+            "[office]\npoll_ms = 10\napproval_poll_ms = 10\neffect_timeout_ms = 5000\n\
+             verify_recheck_ms = 50\n",
         )
         .config_text(
             Office::Ward,
@@ -53,6 +60,7 @@ async fn main() {
         )
         .start()
         .await;
+    let mut verification = Verification::in_sandbox(&mut sandbox, Office::Runner).await;
     let mut admin = sandbox.admin();
     let runner = admin
         .ensure_office_principal("runner")
@@ -115,14 +123,18 @@ async fn main() {
 
     // Runs of one effect.
     let mut latencies = Vec::new();
-    let cpu = Cpu::now();
+    let mut per_run_cpu = Cpu::default();
     for i in 0..RUNS {
         let workflow = format!(
             r#"{{"schema":"lychd.runner.workflow/v1","name":"bench","version":"0.1.0",
               "obligations":[{{"id":"paid","evidence":["effect_receipt"]}}],
               "steps":[{{"id":"pay","kind":"effect","adapter":"http","destination":"{url}",
-                         "risk":"low","action":{{"n":{i}}},"closes":["paid"]}}]}}"#
+                         "risk":"low","action":{{"n":{i}}},"closes":["paid"]}}],
+              "verification":{{"owner":"{OWNER}"}}}}"#
         );
+        // The owner's polling of Ward is not the effect's: it waits while the effect is timed.
+        verification.stop_approving();
+        let cpu = Cpu::now();
         let t = Instant::now();
         let run = client
             .start_run(pb::StartRunRequest {
@@ -149,7 +161,7 @@ async fn main() {
                 .run
                 .expect("run")
                 .state;
-            if state == "SUCCEEDED" {
+            if matches!(state.as_str(), "VERIFY" | "WAIT_VERIFICATION" | "SUCCEEDED") {
                 break;
             }
             assert!(
@@ -162,8 +174,36 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         latencies.push(t.elapsed());
+        let spent = cpu.per_call_since(RUNS);
+        per_run_cpu.process += spent.process;
+        per_run_cpu.offices += spent.offices;
+        per_run_cpu.database += spent.database;
+        // Untimed: the independent verifier's PASS ends the run.
+        verification.approve_all();
+        let t = Instant::now();
+        loop {
+            let r = client
+                .get_run(pb::GetRunRequest {
+                    run_id: run.run_id.clone(),
+                })
+                .await
+                .expect("get")
+                .into_inner()
+                .run
+                .expect("run");
+            if r.state == "SUCCEEDED" {
+                let v = r.verification.expect("a verified run");
+                assert_eq!(v.disposition, "PASS");
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "run ended {}",
+                r.state
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    let per_run_cpu = cpu.per_call_since(RUNS);
     let mean = latencies.iter().sum::<Duration>() / u32::try_from(RUNS).unwrap_or(1);
     let mut sorted = latencies.clone();
     sorted.sort();
@@ -191,7 +231,7 @@ async fn main() {
         ms(alone_cpu.process)
     );
     println!(
-        "effect through runner: {:7.2} ms/run mean, {:.2} ms p50   ratio {:.1}x   cpu offices (runner+ward) {:.2} ms + database {:.2} ms + bench {:.2} ms",
+        "effect through runner: {:7.2} ms/run mean, {:.2} ms p50   ratio {:.1}x   cpu offices (runner+ward+helmloop) {:.2} ms + database {:.2} ms + bench {:.2} ms",
         ms(mean),
         ms(p50),
         mean.as_secs_f64() / alone.as_secs_f64().max(1e-9),

@@ -3,16 +3,20 @@
 //! reading the same rows alone (`store::replay::load`, the baseline) in the same run, and CPU
 //! per replayed transition (this process plus the PostgreSQL cluster).
 //!
-//! Runs of 24 `task` steps (74 transitions each, every one with its recorded clock reads, task
-//! result and tree read) are driven in-process first; each case then replays every run
-//! `ROUNDS` times from one caller.
+//! Runs of 24 `task` steps (74 transitions to `VERIFY`, every one with its recorded clock
+//! reads, task result and tree read, then the independent verifier's holds and PASS: every
+//! workflow is verified, issue 28) are driven in-process first — the HelmLoop office and Ward
+//! beside the Runner, the owner approving what is proposed (`lychd_testkit::verify`), which
+//! stops before anything is measured; each case then replays every run `ROUNDS` times from one
+//! caller.
 //!
-//! Run: `cargo bench -p lychd-runner --bench replay` (needs PostgreSQL binaries, like the
-//! tests). Timings never gate anything.
+//! Run: `cargo bench -p lychd-runner --bench replay` (needs the built binaries, `cargo build
+//! --workspace --bins`, and PostgreSQL binaries, like the tests). Timings never gate anything.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use lychd_auth::credentials::SessionSource;
 use lychd_runner::config::Settings;
 use lychd_runner::domain::budgets::Budgets;
 use lychd_runner::domain::fsm::Fsm;
@@ -22,9 +26,11 @@ use lychd_runner::service::Service;
 use lychd_runner::service::driver::Driver;
 use lychd_runner::service::runs::{Reader, StartRun};
 use lychd_runner::store::{leases, replay};
-use lychd_runtime::Office;
+use lychd_runner::verifier::Verifier;
+use lychd_runtime::client::Outgoing;
 use lychd_testkit::bench::Cpu;
-use sqlx::postgres::PgPoolOptions;
+use lychd_testkit::verify::{OWNER, Verification};
+use secrecy::SecretString;
 use uuid::Uuid;
 
 /// Runs replayed, and how many times each.
@@ -40,13 +46,14 @@ fn workflow() -> Vec<u8> {
         .collect();
     format!(
         r#"{{"schema":"lychd.runner.workflow/v1","name":"bench","version":"0.1.0",
-        "obligations":[{{"id":"done","evidence":["task_result"]}}],"steps":[{}]}}"#,
+        "obligations":[{{"id":"done","evidence":["task_result"]}}],"steps":[{}],
+        "verification":{{"owner":"{OWNER}"}}}}"#,
         steps.join(",")
     )
     .into_bytes()
 }
 
-async fn runs(service: &Arc<Service>) -> Vec<Uuid> {
+async fn runs(service: &Arc<Service>, verifier: Verifier) -> Vec<Uuid> {
     let bytes = workflow();
     let w = Workflow::parse(&bytes).expect("valid workflow");
     for i in 0..RUNS {
@@ -75,12 +82,31 @@ async fn runs(service: &Arc<Service>) -> Vec<Uuid> {
         price_milli_per_1k_tokens: Default::default(),
         effects: Default::default(),
     };
-    let d = Driver::new(service.clone(), Models::none(), settings);
-    while let Some(run) = leases::claim(&service.pool, d.holder(), 60_000)
-        .await
-        .expect("claim")
-    {
-        d.drive(run).await.expect("drive");
+    let d = Driver::new(service.clone(), Models::none(), settings).with_verifier(verifier);
+    // A held verification gives a run back until its recheck: drive until every run ended.
+    let t = Instant::now();
+    loop {
+        match leases::claim(&service.pool, d.holder(), 60_000)
+            .await
+            .expect("claim")
+        {
+            Some(run) => {
+                d.drive(run).await.expect("drive");
+            }
+            None => {
+                let open: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM runner.runs WHERE terminal_category IS NULL",
+                )
+                .fetch_one(&service.pool)
+                .await
+                .expect("open runs");
+                if open == 0 {
+                    break;
+                }
+                assert!(t.elapsed().as_secs() < 300, "{open} runs still open");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
     }
     sqlx::query_scalar("SELECT id FROM runner.runs WHERE terminal_category = 'success'")
         .fetch_all(&service.pool)
@@ -90,14 +116,35 @@ async fn runs(service: &Arc<Service>) -> Vec<Uuid> {
 
 #[tokio::main]
 async fn main() {
-    let db = lychd_testkit::test_db_for(&[lychd_runner::spec()]).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&db.runtime_url(Office::Runner))
-        .await
-        .expect("pool");
+    // The Runner in this process (its step loop off: the bench drives, asking the verifier it
+    // is given), its Ward a process, the HelmLoop office beside it.
+    let mut spawned = lychd_testkit::spawn_office_with(lychd_runner::spec(), |c| {
+        c.office = "drive = false".parse().expect("office section");
+    })
+    .await;
+    let mut verification = Verification::beside(&mut spawned, 0).await;
+    verification.approve_all();
+    let session = SessionSource::start(
+        spawned.ward_channel(),
+        SecretString::from(verification.credential.clone()),
+        vec!["ward".into(), "helmloop".into()],
+    );
+    assert!(
+        session.ready(std::time::Duration::from_secs(10)).await,
+        "verifier session"
+    );
+    let verifier = Verifier::at(
+        &verification.helmloop_endpoint,
+        &spawned.ward_endpoint(),
+        Outgoing::new(Some(session)),
+    )
+    .expect("endpoints")
+    .recheck_ms(50);
+    let pool = spawned.ctx.pool.clone();
     let service = Service::new(pool.clone(), Fsm::bound().expect("fsm"));
-    let ids = runs(&service).await;
+    let ids = runs(&service, verifier).await;
+    // Nothing but the replay from here on: the owner stops looking at Ward.
+    verification.stop_approving();
     assert_eq!(ids.len(), RUNS, "every run succeeded");
     let inputs: i64 = sqlx::query_scalar("SELECT count(*) FROM runner.run_inputs")
         .fetch_one(&pool)

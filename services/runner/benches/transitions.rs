@@ -5,7 +5,9 @@
 //! columns plus a checkpoint body) in the same run.
 //!
 //! Runs of 24 `task` steps (the contract's `max_tool_calls`: a task step is one tool call; a
-//! no-op: 74 transitions a run) are started by the office's own
+//! no-op: 74 transitions a run, the last the hold at `VERIFY` — no independent verifier is
+//! configured here, so every run is held for review: the step loop's commits are measured, not
+//! the verifier) are started by the office's own
 //! start and driven by `Driver` in-process; the baseline inserts rows one autocommit statement
 //! at a time, from the same number of callers. CPU is this process plus the PostgreSQL cluster
 //! (`lychd_testkit::bench::Cpu`).
@@ -41,7 +43,8 @@ fn workflow() -> Vec<u8> {
         .collect();
     format!(
         r#"{{"schema":"lychd.runner.workflow/v1","name":"bench","version":"0.1.0",
-        "obligations":[{{"id":"done","evidence":["task_result"]}}],"steps":[{}]}}"#,
+        "obligations":[{{"id":"done","evidence":["task_result"]}}],"steps":[{}],
+        "verification":{{"owner":"owner-alice"}}}}"#,
         steps.join(",")
     )
     .into_bytes()
@@ -142,7 +145,7 @@ async fn main() {
         .execute(&mut admin)
         .await
         .expect("grant");
-    sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs")
+    sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs CASCADE")
         .execute(&mut admin)
         .await
         .expect("reset");
@@ -202,7 +205,7 @@ async fn main() {
             "  ratio (time per transition / time per row): {:.2}×",
             base_rate / rate
         );
-        sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows")
+        sqlx::query("TRUNCATE runner.run_inputs, runner.run_transitions, runner.run_checkpoints, runner.run_reviews, runner.state_migrations, runner.provenance_snapshots, runner.runs, runner.bench_rows CASCADE")
             .execute(&mut admin)
             .await
             .expect("reset");

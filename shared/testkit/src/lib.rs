@@ -38,6 +38,9 @@ pub use lychd_simllama as simllama;
 /// effects per idempotency key and per action).
 pub use lychd_simllama::effect as simeffect;
 mod spawn;
+/// Independent completion verification beside a test's offices: HelmLoop, Ward delivering
+/// owner records to it, and an accountable owner.
+pub mod verify;
 
 pub use pg::{
     DURABILITY_ENV, TestDb, cluster_dir, collect_garbage, durability, stop_durable_cluster,

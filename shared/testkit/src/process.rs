@@ -360,7 +360,7 @@ impl SandboxBuilder {
     }
 }
 
-fn write_config(
+pub(crate) fn write_config(
     dir: &Path,
     office: Office,
     port: u16,
@@ -457,7 +457,7 @@ pub async fn run_office(office: Office, config: &Path, args: &[&str]) -> std::pr
         .expect("run office binary")
 }
 
-async fn start_office(
+pub(crate) async fn start_office(
     office: Office,
     config: &Path,
     port: u16,

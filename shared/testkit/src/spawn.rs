@@ -345,10 +345,24 @@ pub async fn spawn_office_with(
         .issue_standing(&service_id)
         .await
         .expect("service credential");
+    let mut config = config_for(office, &db);
+    config.peers.insert(
+        "ward".into(),
+        lychd_runtime::config::PeerConfig {
+            endpoint: ward_endpoint.clone(),
+        },
+    );
+    if let Some(adjust) = adjust.take() {
+        adjust(&mut config);
+    }
+    // The office's session is bound to Ward and to every peer it is configured to call (as
+    // its binary's is).
+    let mut audiences = vec![ward_audience.to_owned()];
+    audiences.extend(config.peers.keys().filter(|p| *p != ward_audience).cloned());
     let session = SessionSource::start(
         ward_channel(&ward_endpoint),
         SecretString::from(credential),
-        vec![ward_audience.to_owned()],
+        audiences,
     );
     assert!(
         session.ready(std::time::Duration::from_secs(10)).await,
@@ -358,17 +372,6 @@ pub async fn spawn_office_with(
         ward_channel(&ward_endpoint),
         session.clone(),
     ));
-
-    let mut config = config_for(office, &db);
-    config.peers.insert(
-        "ward".into(),
-        lychd_runtime::config::PeerConfig {
-            endpoint: ward_endpoint,
-        },
-    );
-    if let Some(adjust) = adjust.take() {
-        adjust(&mut config);
-    }
     let pool = runtime_pool(&config, office).await;
     let ctx = context(
         &spec,

@@ -17,15 +17,18 @@ use lychd_proto::runner::v1::{GetRunRequest, StartRunRequest};
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{
     AssignRequest, CancelForRunRequest, Consent, ConsentState, ConsumeConsentRequest,
-    CredentialKind, EffectClass, EnrollPrincipalRequest, ExchangeCredentialRequest,
+    CredentialKind, DecideRequest, EffectClass, EnrollPrincipalRequest, ExchangeCredentialRequest,
     IssueCredentialRequest, ListConsentsRequest, PrincipalKind, ProposeEffectRequest,
-    RevokeRequest, revoke_request,
+    RevokeRequest, Verdict, revoke_request,
 };
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
 
 /// The run the agent proposes under.
 const RUN: &str = "console-e2e-run";
+
+/// The accountable owner of the runs the walk starts.
+const OWNER: &str = "owner-una";
 
 pub struct Stack {
     child: Option<tokio::process::Child>,
@@ -349,13 +352,15 @@ impl Stack {
             .transition_id
     }
 
-    /// The operator starts a run of a one-step workflow (a model step on the dev model) with
-    /// its own Runner session; returns the run id.
+    /// The operator starts a run of a one-step workflow (a model step on the dev model,
+    /// verified for the accountable owner [`OWNER`]) with its own Runner session; returns the
+    /// run id.
     pub async fn start_run(&self, request_id: &str) -> String {
         let token = self.operator_session("runner").await;
         let workflow = br#"{"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
  "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
- "steps": [{"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}]}"#;
+ "steps": [{"id": "draft", "kind": "model", "family": "chat", "model": "qwen3-0.6b", "closes": ["summary"]}],
+ "verification": {"owner": "owner-una"}}"#;
         RunnerClient::new(self.runner.clone())
             .start_run(request(
                 StartRunRequest {
@@ -376,11 +381,74 @@ impl Stack {
             .run_id
     }
 
-    /// Wait (at most 30 s) until run `id` has ended, as the operator reads it over gRPC.
+    /// The accountable owner of the runs started here (a run succeeds only on HelmLoop's PASS,
+    /// which needs the owner's records and promotion): enrolled, allowed to approve
+    /// `effect:helmloop`, with a Ward session.
+    async fn owner(&self) -> String {
+        let (_, credential) = self
+            .enrol(
+                PrincipalKind::Human,
+                OWNER,
+                &[("ward:approve", "effect:helmloop")],
+            )
+            .await;
+        self.client()
+            .exchange_credential(request(
+                ExchangeCredentialRequest {
+                    ttl_seconds: 0,
+                    audiences: vec!["ward".into()],
+                },
+                &credential,
+            ))
+            .await
+            .expect("exchange")
+            .into_inner()
+            .session_token
+    }
+
+    /// The owner (`owner`: its session) approves run `id`'s pending owner records and
+    /// promotion, as the operator lists them.
+    async fn approve_owned(&self, owner: &str, id: &str) {
+        let pending = self
+            .client()
+            .list_consents(request(
+                ListConsentsRequest {
+                    run_id: id.into(),
+                    state: ConsentState::Pending as i32,
+                    page: None,
+                },
+                &self.operator_token,
+            ))
+            .await
+            .expect("list consents")
+            .into_inner()
+            .consents;
+        for c in pending
+            .into_iter()
+            .filter(|c| c.tool_name == "helmloop.issue" || c.tool_name == "helmloop.promote")
+        {
+            self.client()
+                .decide(request(
+                    DecideRequest {
+                        consent_id: c.consent_id,
+                        verdict: Verdict::Approve as i32,
+                        review_digest: c.binding_digest,
+                    },
+                    owner,
+                ))
+                .await
+                .expect("the owner approves");
+        }
+    }
+
+    /// Wait (at most 30 s) until run `id` has ended, as the operator reads it over gRPC, its
+    /// owner approving what the verifier proposes meanwhile.
     pub async fn wait_run_ended(&self, id: &str) {
         let token = self.operator_session("runner").await;
+        let owner = self.owner().await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
+            self.approve_owned(&owner, id).await;
             let run = RunnerClient::new(self.runner.clone())
                 .get_run(request(GetRunRequest { run_id: id.into() }, &token))
                 .await

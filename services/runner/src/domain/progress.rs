@@ -295,17 +295,15 @@ pub fn next(w: &Workflow, budgets: &Budgets, state: &str, p: &Progress, generati
             Some(index) => Next::Probe { index },
             None => Next::Idle,
         },
-        // Runner I: the runner's own obligation check stands in for the independent verifier
-        // (Runner II asks HelmLoop): obligations closed and no effect at all, so none unknown.
-        // Runner II: a workflow with `verification` succeeds only on an independent HelmLoop
-        // PASS; held for review in `WAIT_VERIFICATION` and asked again there.
+        // A run succeeds only on an independent HelmLoop PASS (issue 28 item 3): with every
+        // obligation closed the verifier is asked (the obligation check is recorded as the
+        // success predicate, never a verdict); held for review in `WAIT_VERIFICATION` and
+        // asked again there.
         "VERIFY" | "WAIT_VERIFICATION"
-            if w.verification.is_some()
-                && (state == "WAIT_VERIFICATION" || p.obligations_closed(w)) =>
+            if state == "WAIT_VERIFICATION" || p.obligations_closed(w) =>
         {
             Next::Verify
         }
-        "VERIFY" if p.obligations_closed(w) => commit("verified_pass", p.clone()),
         "VERIFY" => {
             let (event, q) = verify_open(w, p);
             commit(event, q)

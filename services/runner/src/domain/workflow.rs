@@ -4,12 +4,16 @@
 //! ```json
 //! {"schema": "lychd.runner.workflow/v1", "name": "summarize", "version": "0.1.0",
 //!  "obligations": [{"id": "summary", "evidence": ["model_answer"]}],
-//!  "steps": [{"id": "draft", "kind": "model", "family": "chat", "closes": ["summary"]}]}
+//!  "steps": [{"id": "draft", "kind": "model", "family": "chat", "closes": ["summary"]}],
+//!  "verification": {"owner": "owner-alice"}}
 //! ```
 //!
 //! Step kinds: `model` (a model step; `family` names the capability family), `task`, and
 //! `effect` (an external effect through an adapter, `domain::effect`). Obligations are
 //! what a run must close before it may be verified; each names the evidence it requires.
+//! `verification` is required (issue 28 item 3; loop contract v1 `verification`: success only
+//! on a PASS the run did not produce): it names the accountable owner, and a run of the
+//! workflow succeeds only on the HelmLoop office's PASS — never on the runner's own check.
 
 use std::collections::BTreeSet;
 
@@ -93,9 +97,10 @@ pub struct Workflow {
     pub version: String,
     pub obligations: Vec<Obligation>,
     pub steps: Vec<Step>,
-    /// `verification`: the run succeeds only on an independent HelmLoop PASS (Runner II);
-    /// absent, the runner's obligation check stands in for the verifier (Runner I).
-    pub verification: Option<super::verdict::Spec>,
+    /// `verification` (required): the run succeeds only on an independent HelmLoop PASS;
+    /// the runner's obligation check is recorded as the contract's success predicate, never
+    /// a verdict of its own.
+    pub verification: super::verdict::Spec,
 }
 
 /// Why a document is refused: the JSON pointer of the first bad place, and what is wrong.
@@ -373,11 +378,11 @@ impl Workflow {
             );
         }
         let verification = match o.get("verification") {
-            None => None,
+            None => return bad("/verification", "is required"),
             Some(_) if obligations.is_empty() => {
                 return bad("/verification", "needs at least one obligation to verify");
             }
-            Some(v) => Some(super::verdict::Spec::parse(v).or_else(|(p, m)| bad(p, m))?),
+            Some(v) => super::verdict::Spec::parse(v).or_else(|(p, m)| bad(p, m))?,
         };
         Ok(Workflow {
             name,

@@ -32,9 +32,10 @@ use crate::store::leases;
 use crate::store::provenance;
 use crate::store::runs::{self, Holder, NewTransition};
 
-/// Who records the verdict in Runner I: the runner's own obligation check, standing in for the
-/// independent completion verifier (Runner II asks HelmLoop).
-pub const VERIFIER_STAND_IN: &str = "runner-obligation-check";
+/// Who records a repair round (`verified_reject`: an obligation still open at `VERIFY`): the
+/// runner's own obligation check. It never records a success: a run succeeds only on the
+/// independent verifier's PASS (`verify::HELMLOOP_VERIFIER`).
+pub const OBLIGATION_CHECK: &str = "runner-obligation-check";
 
 /// One runner process's step loop.
 pub struct Driver {

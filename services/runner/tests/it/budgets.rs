@@ -18,14 +18,13 @@ use crate::steps::{
 
 #[tokio::test]
 async fn at_80_percent_of_the_tool_calls_the_handoff_is_recorded_and_the_run_succeeds() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let budgets = pb::Budgets {
         max_tool_calls: 3,
         ..Default::default()
     };
     let id = start_tasks_with(&mut s, "tools-1", Some(budgets)).await;
-    drive_once(&s, &driver(&s)).await;
-    let run = get(&mut s.client, &id.to_string()).await.expect("run");
+    let run = crate::verified::drive_to_end(&s, &driver(&s), id).await;
     assert_eq!(run.state, "SUCCEEDED");
     let body = checkpoint(&mut s, id, 0).await;
     assert_eq!(

@@ -15,6 +15,9 @@ pub const TESTER_ACTIONS: &[&str] = &["runner:start", "runner:read", "runner:can
 pub struct Stack {
     pub spawned: Spawned,
     pub client: Client,
+    /// The independent verifier beside the Runner (`crate::verified`), when the test runs its
+    /// workflows to success.
+    pub verification: Option<crate::verified::Verified>,
 }
 
 /// A Runner whose tester holds start, read and cancel on `run:*`; its step loop is off (runs
@@ -31,7 +34,11 @@ pub async fn stack_with(office: &str) -> Stack {
         spawned.allow(action, "run:*").await;
     }
     let client = RunnerClient::new(spawned.channel());
-    Stack { spawned, client }
+    Stack {
+        spawned,
+        client,
+        verification: None,
+    }
 }
 
 impl Stack {
@@ -71,7 +78,8 @@ impl Stack {
 
 pub const WORKFLOW: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
   "obligations":[{"id":"summary","evidence":["model_answer"]}],
-  "steps":[{"id":"draft","kind":"model","family":"chat","closes":["summary"]}]}"#;
+  "steps":[{"id":"draft","kind":"model","family":"chat","closes":["summary"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 /// A start request of [`WORKFLOW`] with `input` and the contract's budgets.
 pub fn start_req(request_id: &str, input: &str) -> pb::StartRunRequest {

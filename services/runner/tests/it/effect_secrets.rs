@@ -18,7 +18,8 @@ async fn the_effect_credential_reaches_only_the_effect_destination() {
                  {{"id":"paid","evidence":["effect_receipt"]}}],
   "steps":[{{"id":"draft","kind":"model","family":"chat","closes":["summary"]}},
            {{"id":"pay","kind":"effect","adapter":"http","destination":"{}","risk":"high",
-             "action":{{"amount":5,"to":"acct-1"}},"closes":["paid"]}}]}}"#,
+             "action":{{"amount":5,"to":"acct-1"}},"closes":["paid"]}}],
+  "verification":{{"owner":"owner-alice"}}}}"#,
         s.sim.url("/orders")
     );
     let run = s

@@ -30,6 +30,8 @@ pub struct Stack {
     pub credential_file: std::path::PathBuf,
     /// A Runner started again after the first one ended at its fault point.
     pub again: Option<lychd_testkit::OfficeProcess>,
+    /// The HelmLoop office verifying the runs, their owner approving what is proposed.
+    pub _verification: lychd_testkit::verify::Verification,
 }
 
 impl Drop for Stack {
@@ -86,7 +88,8 @@ pub async fn build_granted(
     );
     let mut builder = Sandbox::builder()
         .office(Office::Runner)
-        .config_text(Office::Runner, config);
+        .verified(Office::Runner)
+        .config_text(Office::Runner, crate::verified::office_text(&config));
     if let Some(ward) = ward {
         builder = builder.config_text(Office::Ward, format!("[office]\n{ward}\n"));
     }
@@ -104,7 +107,10 @@ pub async fn build_granted(
                 ),
             );
     }
-    let sandbox = builder.start().await;
+    let mut sandbox = builder.start().await;
+    let mut verification =
+        lychd_testkit::verify::Verification::in_sandbox(&mut sandbox, Office::Runner).await;
+    verification.approve_all();
     let mut admin = sandbox.admin();
     let runner = admin
         .ensure_office_principal("runner")
@@ -175,6 +181,7 @@ pub async fn build_granted(
         ward,
         credential_file,
         again: None,
+        _verification: verification,
     }
 }
 
@@ -186,7 +193,8 @@ pub fn workflow(sim: &SimEffect, risk: &str) -> String {
   "obligations":[{{"id":"paid","evidence":["effect_receipt"]}}],
   "steps":[{{"id":"prepare","kind":"task"}},
            {{"id":"pay","kind":"effect","adapter":"http","destination":"{}","risk":"{risk}",
-             "action":{{"amount":5,"to":"acct-1"}},"closes":["paid"]}}]}}"#,
+             "action":{{"amount":5,"to":"acct-1"}},"closes":["paid"]}}],
+  "verification":{{"owner":"owner-alice"}}}}"#,
         sim.url("/orders")
     )
 }

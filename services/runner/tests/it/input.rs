@@ -156,6 +156,56 @@ async fn a_bad_workflow_is_refused_naming_the_json_path() {
     assert_eq!(s.counts().await, (0, 0));
 }
 
+/// A run succeeds only on a HelmLoop PASS it did not produce (issue 28 item 3): a workflow
+/// without `verification` — one the runner's own obligation check would have had to judge —
+/// is refused at start with its JSON path, and nothing is stored.
+#[tokio::test]
+async fn a_workflow_without_verification_is_refused_and_nothing_is_stored() {
+    let mut s = stack().await;
+    let plain = WORKFLOW.replace(",\n  \"verification\":{\"owner\":\"owner-alice\"}", "");
+    assert!(!plain.contains("verification"), "{plain}");
+    for doc in [
+        plain.clone(),
+        // A `verification` that names nothing is no verification either.
+        WORKFLOW.replace(
+            "\"verification\":{\"owner\":\"owner-alice\"}",
+            "\"verification\":null",
+        ),
+    ] {
+        let e = refused(
+            s.client
+                .start_run(pb::StartRunRequest {
+                    workflow: doc.into_bytes(),
+                    ..start_req("unverified", "")
+                })
+                .await,
+            Code::InvalidArgument,
+            "WORKFLOW_INVALID",
+        );
+        assert_eq!(fields(&e), ["workflow"]);
+        assert!(e.message().contains("at /verification"), "{}", e.message());
+    }
+    let e = refused(
+        s.client
+            .start_run(pb::StartRunRequest {
+                workflow: plain.into_bytes(),
+                ..start_req("unverified", "")
+            })
+            .await,
+        Code::InvalidArgument,
+        "WORKFLOW_INVALID",
+    );
+    assert!(
+        e.message().contains("at /verification: is required"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(s.counts().await, (0, 0), "nothing stored");
+    // The same request with the section is a run.
+    start(&mut s.client, "unverified", "").await;
+    assert_eq!(s.counts().await.0, 1);
+}
+
 #[tokio::test]
 async fn bad_run_ids_and_page_tokens_are_named() {
     let mut s = stack().await;

@@ -29,4 +29,5 @@ mod steps;
 mod trace;
 mod tree;
 mod verification;
+mod verified;
 mod watch;

@@ -56,9 +56,14 @@ fn driver(service: std::sync::Arc<Service>) -> Driver {
     )
 }
 
+/// [`driver`] asking the stack's independent verifier.
+fn verified_driver(s: &Stack, service: std::sync::Arc<Service>) -> Driver {
+    driver(service).with_verifier(s.verifier())
+}
+
 #[tokio::test]
 async fn a_registered_migration_records_digests_and_rolls_back_exactly() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let pool = s.spawned.ctx.pool.clone();
     let run = s
         .client
@@ -186,13 +191,9 @@ async fn a_registered_migration_records_digests_and_rolls_back_exactly() {
     );
 
     // Back in 0.1.0 the office's runner claims and drives it to the end.
-    let claimed = leases::claim(&pool, d.holder(), 60_000)
-        .await
-        .expect("claim")
-        .expect("a run");
-    assert_eq!(d.drive(claimed).await.expect("drive"), Stopped::Idle);
+    let d = verified_driver(&s, builtin.clone());
     assert_eq!(
-        get(&mut s.client, &run.run_id).await.expect("get").state,
+        crate::verified::drive_to_end(&s, &d, id).await.state,
         "SUCCEEDED"
     );
     // A finished run is not migrated.

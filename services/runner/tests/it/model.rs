@@ -10,6 +10,7 @@ use lychd_proto::runner::v1::runner_client::RunnerClient;
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
 use lychd_testkit::simllama::{SimHealth, SimLlama, chat_answer};
+use lychd_testkit::verify::Verification;
 use lychd_testkit::{Sandbox, channel_with};
 use uuid::Uuid;
 
@@ -18,16 +19,19 @@ use crate::common::eventually;
 pub const WORKFLOW: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
   "obligations":[{"id":"summary","evidence":["model_answer"]}],
   "steps":[{"id":"gather","kind":"task"},
-           {"id":"draft","kind":"model","family":"chat","closes":["summary"]}]}"#;
+           {"id":"draft","kind":"model","family":"chat","closes":["summary"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 pub const INPUT: &str = "summarize the ledger";
 
 /// Ward, a Dispatcher and a Runner as processes, the Dispatcher's one animator a simulated
-/// runtime serving model `m` for family `chat` (shared with the no-progress and budget tests).
+/// runtime serving model `m` for family `chat` (shared with the no-progress and budget tests);
+/// the HelmLoop office verifying the runs, their owner approving what is proposed.
 pub struct Stack {
     pub sandbox: Sandbox,
     pub sim: SimLlama,
     pub client: RunnerClient<PeerChannel>,
+    pub _verification: Verification,
 }
 
 pub async fn stack() -> Stack {
@@ -43,14 +47,17 @@ pub async fn stack_with(runner: &str) -> Stack {
          animator = \"sim\"\nfamily = \"chat\"\nmodel_id = \"m\"\n",
         sim.endpoint()
     );
-    let sandbox = Sandbox::builder()
+    let mut sandbox = Sandbox::builder()
         .office(Office::Dispatcher)
         .office(Office::Runner)
         .peer(Office::Runner, Office::Dispatcher)
+        .verified(Office::Runner)
         .config_text(Office::Dispatcher, registry)
-        .config_text(Office::Runner, runner.to_owned())
+        .config_text(Office::Runner, crate::verified::office_text(runner))
         .start()
         .await;
+    let mut verification = Verification::in_sandbox(&mut sandbox, Office::Runner).await;
+    verification.approve_all();
     let mut admin = sandbox.admin();
     let runner = admin
         .ensure_office_principal("runner")
@@ -83,6 +90,7 @@ pub async fn stack_with(runner: &str) -> Stack {
         sandbox,
         sim,
         client,
+        _verification: verification,
     }
 }
 

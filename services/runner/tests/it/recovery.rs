@@ -32,6 +32,7 @@ fn driver(s: &Stack, task_step_ms: u64) -> Driver {
             effects: Default::default(),
         },
     )
+    .with_verifier(s.verifier())
 }
 
 async fn start_tasks(s: &mut Stack, request_id: &str) -> String {
@@ -93,7 +94,7 @@ const RATIONALE: &str = "checked v2 by hand: ingest and continue (marker-rationa
 
 #[tokio::test]
 async fn a_quarantined_run_is_reviewed_resumes_from_its_recovery_point_and_finishes() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let id = start_tasks(&mut s, "rec-1").await;
     let uuid = Uuid::parse_str(&id).expect("uuid");
     // A runner takes the run into its first step (ACT, version 3) and dies there.
@@ -248,8 +249,11 @@ async fn a_quarantined_run_is_reviewed_resumes_from_its_recovery_point_and_finis
         (claimed.id, claimed.generation),
         (uuid, generation as i64 + 2)
     );
-    assert_eq!(d.drive(claimed).await.expect("drive"), Stopped::Idle);
-    let done = get(&mut c, &id).await.expect("get");
+    assert!(
+        matches!(d.drive(claimed).await.expect("drive"), Stopped::Waiting(_)),
+        "held for verification"
+    );
+    let done = crate::verified::drive_to_end(&s, &d, uuid).await;
     assert_eq!(done.state, "SUCCEEDED");
     let t = transitions(&mut c, &id).await.expect("transitions");
     let review_t = t.iter().find(|t| t.version == 5).expect("v5");
@@ -363,7 +367,7 @@ async fn without_a_verified_checkpoint_only_fail_or_cancel_and_a_pending_cancel_
 async fn the_offices_own_step_loop_resumes_a_reviewed_run_and_finishes_it() {
     // The office drives its runs itself; everything the test does is a gRPC call but the
     // corruption, done in PostgreSQL.
-    let mut s = stack_with("poll_ms = 10\ntask_step_ms = 1000").await;
+    let mut s = crate::verified::stack_with("poll_ms = 10\ntask_step_ms = 1000").await;
     let id = start_tasks(&mut s, "rec-3").await;
     let mut c = s.client.clone();
     eventually("the run enters its first step", || {

@@ -19,7 +19,8 @@ const WORKFLOW: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"six","ver
   "obligations":[{"id":"done","evidence":["task_result"]}],
   "steps":[{"id":"s1","kind":"task"},{"id":"s2","kind":"task"},{"id":"s3","kind":"task"},
            {"id":"s4","kind":"task"},{"id":"s5","kind":"task"},
-           {"id":"s6","kind":"task","closes":["done"]}]}"#;
+           {"id":"s6","kind":"task","closes":["done"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 /// Leases of 1.5 s, steps of 250 ms: a run takes ~1.5 s, a takeover waits out the lease.
 const OFFICE: &str = "[office]\nlease_ttl_ms = 1500\npoll_ms = 50\ntask_step_ms = 250\n";
@@ -28,14 +29,20 @@ struct Replicas {
     sandbox: Sandbox,
     other: OfficeProcess,
     client: RunnerClient<PeerChannel>,
+    /// The HelmLoop office verifying the runs, their owner approving what is proposed.
+    _verification: lychd_testkit::verify::Verification,
 }
 
 async fn replicas() -> Replicas {
-    let sandbox = Sandbox::builder()
+    let mut sandbox = Sandbox::builder()
         .office(Office::Runner)
-        .config_text(Office::Runner, OFFICE)
+        .verified(Office::Runner)
+        .config_text(Office::Runner, crate::verified::office_text(OFFICE))
         .start()
         .await;
+    let mut verification =
+        lychd_testkit::verify::Verification::in_sandbox(&mut sandbox, Office::Runner).await;
+    verification.approve_all();
     let mut admin = sandbox.admin();
     for verb in ["start", "read"] {
         admin
@@ -58,6 +65,7 @@ async fn replicas() -> Replicas {
         sandbox,
         other,
         client,
+        _verification: verification,
     }
 }
 

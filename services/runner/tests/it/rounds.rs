@@ -12,30 +12,36 @@ use crate::model::stack;
 const TASK_LINEAR: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"linear","version":"0.1.0",
   "obligations":[{"id":"done","evidence":["task_result"]}],
   "steps":[{"id":"s1","kind":"task"},{"id":"s2","kind":"task"},{"id":"s3","kind":"task"},
-           {"id":"s4","kind":"task"},{"id":"s5","kind":"task","closes":["done"]}]}"#;
+           {"id":"s4","kind":"task"},{"id":"s5","kind":"task","closes":["done"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 const ONE_MODEL: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"one","version":"0.1.0",
   "obligations":[{"id":"answer","evidence":["model_answer"]}],
-  "steps":[{"id":"gather","kind":"task"},{"id":"draft","kind":"model","family":"chat","closes":["answer"]}]}"#;
+  "steps":[{"id":"gather","kind":"task"},{"id":"draft","kind":"model","family":"chat","closes":["answer"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 const TASK_AND_MODEL: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"mixed","version":"0.1.0",
   "obligations":[{"id":"gathered","evidence":["task_result"]},{"id":"answer","evidence":["model_answer"]}],
   "steps":[{"id":"gather","kind":"task","closes":["gathered"]},
-           {"id":"draft","kind":"model","family":"chat","closes":["answer"]}]}"#;
+           {"id":"draft","kind":"model","family":"chat","closes":["answer"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 const TWO_MODELS: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"two","version":"0.1.0",
   "obligations":[{"id":"first","evidence":["model_answer"]},{"id":"second","evidence":["model_answer"]}],
   "steps":[{"id":"alpha","kind":"model","family":"chat","closes":["first"]},
-           {"id":"beta","kind":"model","family":"chat","closes":["second"]}]}"#;
+           {"id":"beta","kind":"model","family":"chat","closes":["second"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 const ALTERNATES: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"alternates","version":"0.1.0",
   "obligations":[{"id":"answer","evidence":["model_answer"]}],
   "steps":[{"id":"a","kind":"model","family":"chat","closes":["answer"]},
-           {"id":"b","kind":"model","family":"chat","closes":["answer"]}]}"#;
+           {"id":"b","kind":"model","family":"chat","closes":["answer"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 const UNNEEDED_MODEL: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"unneeded","version":"0.1.0",
   "obligations":[{"id":"done","evidence":["task_result"]}],
-  "steps":[{"id":"chat","kind":"model","family":"chat"},{"id":"finish","kind":"task","closes":["done"]}]}"#;
+  "steps":[{"id":"chat","kind":"model","family":"chat"},{"id":"finish","kind":"task","closes":["done"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 /// A labelled shape: its workflow and input, whether it should succeed, and the verification
 /// rounds that end with an obligation open (`verified_reject` or the final `no_progress`) it

@@ -7,7 +7,7 @@ use lychd_proto::runner::v1 as pb;
 use lychd_runner::config::Settings;
 use lychd_runner::domain::fsm::Fsm;
 use lychd_runner::service::Service;
-use lychd_runner::service::driver::{Driver, Stopped, VERIFIER_STAND_IN};
+use lychd_runner::service::driver::{Driver, Stopped};
 use lychd_runner::store::{leases, runs};
 use uuid::Uuid;
 
@@ -16,7 +16,8 @@ use crate::common::*;
 pub const TASKS: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"tasks","version":"0.1.0",
   "obligations":[{"id":"done","evidence":["task_result"]}],
   "steps":[{"id":"one","kind":"task"},{"id":"two","kind":"task"},
-           {"id":"three","kind":"task","closes":["done"]}]}"#;
+           {"id":"three","kind":"task","closes":["done"]}],
+  "verification":{"owner":"owner-alice"}}"#;
 
 pub fn driver(s: &Stack) -> Driver {
     driver_with(s, 0)
@@ -37,6 +38,7 @@ pub fn driver_with(s: &Stack, task_step_ms: u64) -> Driver {
             effects: Default::default(),
         },
     )
+    .with_verifier(s.verifier())
 }
 
 async fn start_tasks(s: &mut Stack, request_id: &str) -> Uuid {
@@ -82,7 +84,7 @@ pub fn triggers(p: &[(String, String, u64)]) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_claimed_run_takes_the_fsm_edges_through_every_step_to_succeeded() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let id = start_tasks(&mut s, "steps-1").await;
     let d = driver(&s);
     let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
@@ -94,30 +96,34 @@ async fn a_claimed_run_takes_the_fsm_edges_through_every_step_to_succeeded() {
         (id, 2),
         "a claim is a new generation"
     );
-    assert_eq!(d.drive(claimed).await.expect("drive"), Stopped::Idle);
-    let p = path(&mut s, id).await;
-    assert_eq!(
-        triggers(&p),
-        [
-            "created",
-            "start",
-            "plan_step",
-            "step_result",
-            "ingested",
-            "plan_step",
-            "step_result",
-            "ingested",
-            "plan_step",
-            "step_result",
-            "ready_to_verify",
-            "verified_pass"
-        ]
+    // The claim drives every step, then the independent verifier holds the run (the owner
+    // approves only what the verifier proposed): given back, to be asked again.
+    assert!(
+        matches!(d.drive(claimed).await.expect("drive"), Stopped::Waiting(_)),
+        "held for verification"
     );
-    assert!(p[1..].iter().all(|(_, _, g)| *g == 2), "{p:?}");
+    crate::verified::drive_to_end(&s, &d, id).await;
+    let p = path(&mut s, id).await;
+    let steps = [
+        "created",
+        "start",
+        "plan_step",
+        "step_result",
+        "ingested",
+        "plan_step",
+        "step_result",
+        "ingested",
+        "plan_step",
+        "step_result",
+        "ready_to_verify",
+    ];
+    crate::verified::assert_verified_path(&triggers(&p), &steps);
+    // The first claim's generation took every step and the first hold.
+    assert!(p[1..=steps.len()].iter().all(|(_, _, g)| *g == 2), "{p:?}");
     let t = transitions(&mut s.client, &id.to_string())
         .await
         .expect("t");
-    assert_eq!(t.last().expect("last").actor, VERIFIER_STAND_IN);
+    assert_eq!(t.last().expect("last").actor, "helmloop");
     let run = get(&mut s.client, &id.to_string()).await.expect("run");
     assert_eq!(run.state, "SUCCEEDED");
     // The last checkpoint verifies and records each step's result once.
@@ -157,7 +163,7 @@ async fn a_claimed_run_takes_the_fsm_edges_through_every_step_to_succeeded() {
 
 #[tokio::test]
 async fn a_leased_run_is_not_claimed_until_its_lease_expires_then_the_old_generation_is_fenced() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let id = start_tasks(&mut s, "steps-2").await;
     let pool = s.spawned.ctx.pool.clone();
     let (a, b) = (driver(&s), driver(&s));
@@ -191,7 +197,11 @@ async fn a_leased_run_is_not_claimed_until_its_lease_expires_then_the_old_genera
             .expect("renew"),
         "the old holder cannot renew"
     );
-    assert_eq!(b.drive(taken).await.expect("drive"), Stopped::Idle);
+    // B takes every step; the independent verifier holds the run and it is given back.
+    assert!(
+        matches!(b.drive(taken).await.expect("drive"), Stopped::Waiting(_)),
+        "held for verification"
+    );
     // A wakes up with what it read: every commit it tries is fenced, nothing is written.
     let before = path(&mut s, id).await;
     assert_eq!(a.drive(held).await.expect("drive"), Stopped::Fenced);
@@ -199,6 +209,15 @@ async fn a_leased_run_is_not_claimed_until_its_lease_expires_then_the_old_genera
     assert!(
         before[1..].iter().all(|(_, _, g)| *g == b_gen),
         "{before:?}"
+    );
+    assert_eq!(
+        triggers(&before).last(),
+        Some(&"verification_hold"),
+        "{before:?}"
+    );
+    assert_eq!(
+        crate::verified::drive_to_end(&s, &b, id).await.state,
+        "SUCCEEDED"
     );
 }
 
@@ -232,7 +251,7 @@ async fn the_older_generation_is_fenced_mid_run() {
 #[tokio::test]
 async fn an_attempt_whose_holder_stalled_is_retried_by_the_new_holder_and_its_result_recorded_once()
 {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let id = start_tasks(&mut s, "steps-4").await;
     let pool = s.spawned.ctx.pool.clone();
     // A's steps take 2 s: it is inside step one's call when its lease is taken over.
@@ -263,16 +282,20 @@ async fn an_attempt_whose_holder_stalled_is_retried_by_the_new_holder_and_its_re
         .await
         .expect("claim")
         .expect("taken over");
-    assert_eq!(b.drive(taken).await.expect("drive"), Stopped::Idle);
+    assert!(
+        matches!(b.drive(taken).await.expect("drive"), Stopped::Waiting(_)),
+        "held for verification"
+    );
     // A's call returns: its result commit is fenced and nothing of it is written.
     assert_eq!(
         stalled.await.expect("task").expect("drive"),
         Stopped::Fenced
     );
+    crate::verified::drive_to_end(&s, &b, id).await;
     let p = path(&mut s, id).await;
-    assert_eq!(
-        triggers(&p),
-        [
+    crate::verified::assert_verified_path(
+        &triggers(&p),
+        &[
             "created",
             "start",
             "plan_step",
@@ -285,8 +308,7 @@ async fn an_attempt_whose_holder_stalled_is_retried_by_the_new_holder_and_its_re
             "plan_step",
             "step_result",
             "ready_to_verify",
-            "verified_pass"
-        ]
+        ],
     );
     let by_a: Vec<&str> = p
         .iter()
@@ -364,13 +386,13 @@ pub async fn drive_once(s: &Stack, d: &Driver) {
 
 #[tokio::test]
 async fn at_80_percent_of_the_steps_a_checkpoint_carries_the_typed_residual_work_handoff() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let budgets = pb::Budgets {
         max_steps: 3,
         ..Default::default()
     };
     let id = start_tasks_with(&mut s, "budget-1", Some(budgets)).await;
-    drive_once(&s, &driver(&s)).await;
+    crate::verified::drive_to_end(&s, &driver(&s), id).await;
     assert_eq!(
         get(&mut s.client, &id.to_string())
             .await

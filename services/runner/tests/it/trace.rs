@@ -98,7 +98,7 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("runner-test")));
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let run = s
         .client
         .start_run(pb::StartRunRequest {
@@ -126,15 +126,27 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
             price_milli_per_1k_tokens: Default::default(),
             effects: Default::default(),
         },
-    );
+    )
+    .with_verifier(s.verifier());
     let claimed = leases::claim(&s.spawned.ctx.pool, d.holder(), 60_000)
         .await
         .expect("claim")
         .expect("a run");
-    assert_eq!(d.drive(claimed).await.expect("drive"), Stopped::Idle);
+    assert!(
+        matches!(d.drive(claimed).await.expect("drive"), Stopped::Waiting(_)),
+        "held for verification"
+    );
+    let uuid = uuid::Uuid::parse_str(&run.run_id).expect("uuid");
+    crate::verified::drive_to_end(&s, &d, uuid).await;
     let t = transitions(&mut s.client, &run.run_id).await.expect("t");
     assert_eq!(t.last().expect("last").target_state, "SUCCEEDED");
-    assert_eq!(t.len(), 12);
+    // The steps' 11 transitions through `ready_to_verify`, then the verifier's.
+    let triggers: Vec<&str> = t.iter().map(|t| t.trigger.as_str()).collect();
+    assert_eq!(triggers[10], "ready_to_verify", "{triggers:?}");
+    assert!(
+        crate::verified::verifier_tail(&triggers[11..]),
+        "{triggers:?}"
+    );
 
     // In every row (as answered): trace and span ids of OpenTelemetry, the checkpoint id, the
     // cycle, the evidence of a step's result and what it consumed.
@@ -146,11 +158,17 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
         assert!(tr.recorded_at.is_some());
         let delta: serde_json::Value = serde_json::from_str(&tr.budget_delta).expect("json");
         let steps = u64::from(tr.trigger == "plan_step");
+        // A held verification's wait is suspended time, charged when it changes.
+        let suspended = if tr.trigger == "verification_changed" {
+            delta["suspended_ms"].as_u64().expect("suspended_ms")
+        } else {
+            0
+        };
         assert_eq!(
             delta,
             // A task step entered is a step and a tool call.
             serde_json::json!({"steps": steps, "tokens": 0, "tool_calls": steps,
-                "cost_milli": 0, "suspended_ms": 0}),
+                "cost_milli": 0, "suspended_ms": suspended}),
             "{tr:?}"
         );
         let evidence = usize::from(tr.trigger == "step_result");
@@ -174,7 +192,8 @@ async fn every_transition_carries_the_contract_trace_fields_in_its_row_and_its_s
     }
     assert_eq!(watched, t);
     let cycles: Vec<u64> = t.iter().map(|tr| tr.cycle_id).collect();
-    assert_eq!(cycles, [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3]);
+    assert_eq!(cycles[..11], [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    assert!(cycles[11..].iter().all(|c| *c == 3), "{cycles:?}");
 
     // The span that committed each transition carries every field of the contract.
     let spans = capture.spans.lock().expect("spans").clone();

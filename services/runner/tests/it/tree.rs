@@ -205,7 +205,7 @@ async fn desc_steps(s: &Stack, id: &str) -> i64 {
 
 #[tokio::test]
 async fn children_consumption_counts_against_the_root_and_exhausts_the_tree() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let root = start_under(&mut s.client, "root", "", steps(5))
         .await
         .expect("root");
@@ -221,11 +221,10 @@ async fn children_consumption_counts_against_the_root_and_exhausts_the_tree() {
         .execute(&mut db)
         .await
         .expect("hold the root");
-    drive_once(&s, &driver_with(&s, 0)).await;
+    let child_id = uuid::Uuid::parse_str(&child.run_id).expect("uuid");
     assert_eq!(
-        get(&mut s.client, &child.run_id)
+        crate::verified::drive_to_end(&s, &driver_with(&s, 0), child_id)
             .await
-            .expect("child")
             .state,
         "SUCCEEDED"
     );
@@ -265,7 +264,7 @@ async fn children_consumption_counts_against_the_root_and_exhausts_the_tree() {
 
 #[tokio::test]
 async fn two_replicas_aggregate_a_tree_without_a_lost_update() {
-    let mut s = stack().await;
+    let mut s = crate::verified::stack().await;
     let root = start_under(&mut s.client, "root", "", steps(9))
         .await
         .expect("root");

@@ -17,10 +17,11 @@ use lychd_runner::domain::verification::{self as v, OBSERVED_OUTCOME};
 use lychd_runtime::Office;
 use lychd_runtime::client::PeerChannel;
 use lychd_testkit::simllama::SimLlama;
+use lychd_testkit::verify::Verification;
 use lychd_testkit::{Sandbox, channel_with};
 use uuid::Uuid;
 
-pub const OWNER: &str = "owner-alice";
+pub use lychd_testkit::verify::OWNER;
 pub const OBSERVER: &str = "outcome-bot";
 
 /// A workflow of a task and a model step, verified for [`OWNER`] (and [`OBSERVER`], when
@@ -40,24 +41,11 @@ pub fn workflow(observed: bool) -> String {
     )
 }
 
-/// What `lychd provision` gives the Runner's service principal.
+/// What `lychd provision` gives the Runner's service principal beyond the verifier's actions
+/// (`lychd_testkit::verify::VERIFIED_GRANTS`, which the shared fixture assigns).
 pub const RUNNER_GRANTS: &[(&str, &str)] = &[
     ("dispatcher:lease", "capability:*"),
     ("dispatcher:lease", "lease:*"),
-    ("helmloop:append_observation", "subject:*"),
-    ("helmloop:read", "subject:*"),
-    ("helmloop:reduce", "subject:*"),
-    ("ward:propose", "effect:helmloop"),
-];
-
-/// Ward's own principal at HelmLoop (what `lychd dev` grants it).
-const WARD_GRANTS: &[(&str, &str)] = &[
-    ("helmloop:append_contract", "subject:*"),
-    ("helmloop:append_grant", "subject:*"),
-    ("helmloop:append_assurance", "subject:*"),
-    ("helmloop:append_promotion", "subject:*"),
-    ("helmloop:append_learning_acceptance", "subject:*"),
-    ("helmloop:read", "subject:*"),
 ];
 
 pub struct VStack {
@@ -70,6 +58,8 @@ pub struct VStack {
     /// The accountable owner's Ward client.
     pub owner: WardClient<PeerChannel>,
     pub runner_id: String,
+    /// HelmLoop and the owner (the shared fixture), kept for the stack's life.
+    pub _verification: Verification,
 }
 
 fn split(action: &str) -> (&str, &str) {
@@ -84,17 +74,14 @@ pub async fn vstack() -> VStack {
          animator = \"sim\"\nfamily = \"chat\"\nmodel_id = \"m\"\n",
         sim.endpoint()
     );
+    // The shared fixture: HelmLoop in the sandbox, Ward delivering the owner records it
+    // issues, the runner's verifier grants, the accountable owner [`OWNER`] enrolled — who
+    // decides here as each test says (nothing is approved for it).
     let mut sandbox = Sandbox::builder()
-        .office(Office::HelmLoop)
         .office(Office::Dispatcher)
         .office(Office::Runner)
         .peer(Office::Runner, Office::Dispatcher)
-        .peer(Office::Runner, Office::HelmLoop)
-        .peer(Office::Ward, Office::HelmLoop)
-        .config_text(
-            Office::Ward,
-            "[office]\npromotion_retry_interval_ms = 100\n",
-        )
+        .verified(Office::Runner)
         .config_text(Office::Dispatcher, registry)
         .config_text(
             Office::Runner,
@@ -102,29 +89,13 @@ pub async fn vstack() -> VStack {
         )
         .start()
         .await;
+    let verification = Verification::in_sandbox(&mut sandbox, Office::Runner).await;
     let mut admin = sandbox.admin();
     let runner_id = admin
         .ensure_office_principal("runner")
         .await
         .expect("runner");
     assign(&sandbox, &runner_id, RUNNER_GRANTS).await;
-    // Ward's own service principal and standing credential: Ward restarts with it, so it
-    // can deliver the owner records it issues to HelmLoop.
-    let ward_id = admin.ensure_office_principal("ward").await.expect("ward");
-    assign(&sandbox, &ward_id, WARD_GRANTS).await;
-    let credential = admin.issue_standing(&ward_id).await.expect("credential");
-    let file = sandbox.dir.path().join("ward-self.credential");
-    std::fs::write(&file, credential).expect("write");
-    let config = sandbox.office(Office::Ward).config_path.clone();
-    let mut text = std::fs::read_to_string(&config).expect("ward config");
-    text.push_str(&format!(
-        "\n[auth]\ncredential_file = \"{}\"\n",
-        file.display()
-    ));
-    std::fs::write(&config, text).expect("ward config");
-    sandbox
-        .restart(Office::Ward, nix::sys::signal::Signal::SIGTERM)
-        .await;
     let operator = sandbox.operator_id.clone();
     assign(
         &sandbox,
@@ -140,13 +111,6 @@ pub async fn vstack() -> VStack {
         ],
     )
     .await;
-    let mut admin = sandbox.admin();
-    let owner_id = admin
-        .ensure_principal(wpb::PrincipalKind::Human, OWNER)
-        .await
-        .expect("owner");
-    assign(&sandbox, &owner_id, &[("ward:approve", "effect:helmloop")]).await;
-    let owner_token = session(&sandbox, &owner_id, &["ward"]).await;
     let ward_endpoint = sandbox.office(Office::Ward).endpoint();
     VStack {
         runner: RunnerClient::new(channel_with(
@@ -158,10 +122,11 @@ pub async fn vstack() -> VStack {
             &sandbox.office(Office::HelmLoop).endpoint(),
             &sandbox.token,
         )),
-        owner: WardClient::new(channel_with(&ward_endpoint, &owner_token)),
+        owner: verification.owner.clone(),
         sandbox,
         _sim: sim,
         runner_id,
+        _verification: verification,
     }
 }
 

@@ -193,7 +193,7 @@ mod tests {
         "obligations":[{"id":"paid","evidence":["effect_receipt"]}],
         "steps":[{"id":"pay","kind":"effect","adapter":"http",
                   "destination":"http://127.0.0.1:9/orders","risk":"high",
-                  "action":{"amount":5},"closes":["paid"]}]}"#;
+                  "action":{"amount":5},"closes":["paid"]}],"verification":{"owner":"o"}}"#;
 
     /// Walk the FSM from `CREATED` with `answers` standing for Ward's and the adapter's.
     fn walk(
@@ -241,11 +241,11 @@ mod tests {
                 "response_received",
                 "outcome_confirmed",
                 "no_interrupt",
-                "ready_to_verify",
-                "verified_pass"
+                "ready_to_verify"
             ]
         );
-        assert_eq!(end, "SUCCEEDED");
+        // The receipt is evidence for the independent verifier, never success by itself.
+        assert_eq!(end, "VERIFY");
     }
 
     #[test]
@@ -261,8 +261,8 @@ mod tests {
             None,
         );
         assert_eq!(
-            end, "SUCCEEDED",
-            "a status query that finds the receipt confirms"
+            end, "VERIFY",
+            "a status query that finds the receipt confirms (then the verifier decides)"
         );
         let (_, end) = walk(Delivery::Rejected { status: 422 }, None, None);
         assert_eq!(end, "FAILED");

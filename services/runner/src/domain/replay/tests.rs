@@ -43,7 +43,7 @@ mod rerun {
 
     const W: &[u8] = br#"{"schema":"lychd.runner.workflow/v1","name":"w","version":"0.1.0",
       "obligations":[{"id":"done","evidence":["task_result"]}],
-      "steps":[{"id":"a","kind":"task","closes":["done"]}]}"#;
+      "steps":[{"id":"a","kind":"task","closes":["done"]}],"verification":{"owner":"o"}}"#;
     const ENVELOPE: Envelope<'static> = Envelope {
         workflow_name: "w",
         workflow_version: "0.1.0",

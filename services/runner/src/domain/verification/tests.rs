@@ -33,7 +33,7 @@ fn closed() -> Progress {
 }
 
 fn bundle(w: &Workflow, p: &Progress, at: i64) -> Bundle {
-    let spec = w.verification.clone().expect("a verification section");
+    let spec = w.verification.clone();
     build(&Run {
         id: RUN,
         workflow: w,
@@ -268,10 +268,7 @@ fn a_verification_section_is_checked() {
         "/verification"
     );
     let w = Workflow::parse(DOC.as_bytes()).expect("valid");
-    assert_eq!(
-        outcome_claim(&w, w.verification.as_ref().expect("spec")),
-        "summary"
-    );
+    assert_eq!(outcome_claim(&w, &w.verification), "summary");
 }
 
 #[test]
@@ -298,14 +295,14 @@ fn a_verified_workflow_asks_the_verifier_only_with_its_obligations_closed() {
         Next::Commit { event, .. } => assert_eq!(event, "verified_reject"),
         other => panic!("{other:?}"),
     }
-    // Without `verification`, Runner I's stand-in passes.
+    // Without `verification` a workflow is refused: no run succeeds on the runner's own
+    // obligation check.
     let plain = DOC.replace(",\n  \"verification\":{\"owner\":\"owner-alice\"}", "");
     assert!(!plain.contains("verification"), "{plain}");
-    let w = Workflow::parse(plain.as_bytes()).expect("valid");
-    match next(&w, &b, "VERIFY", &closed(), 1) {
-        Next::Commit { event, .. } => assert_eq!(event, "verified_pass"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        Workflow::parse(plain.as_bytes()).expect_err("refused").path,
+        "/verification"
+    );
     // The FSM: held runs leave only through the verifier, a budget, a deadline, a cancel or a
     // quarantine; success only from VERIFY.
     let fsm = crate::domain::fsm::Fsm::bound().expect("fsm");

@@ -4,10 +4,23 @@ use super::*;
 const GOOD: &str = r#"{"schema":"lychd.runner.workflow/v1","name":"summarize","version":"0.1.0",
     "obligations":[{"id":"summary","evidence":["model_answer"]}],
     "steps":[{"id":"draft","kind":"model","family":"chat","closes":["summary"]},
-             {"id":"check","kind":"task"}]}"#;
+             {"id":"check","kind":"task"}],"verification":{"owner":"o"}}"#;
 
 fn path_of(doc: &str) -> String {
     Workflow::parse(doc.as_bytes()).expect_err(doc).path
+}
+
+#[test]
+fn a_document_without_verification_is_refused() {
+    // Success only on an independent PASS (issue 28 item 3): no run of a workflow is judged by
+    // the runner's own obligation check alone.
+    let plain = GOOD.replace(r#","verification":{"owner":"o"}"#, "");
+    assert!(!plain.contains("verification"), "{plain}");
+    let e = Workflow::parse(plain.as_bytes()).expect_err("refused");
+    assert_eq!(
+        (e.path.as_str(), e.problem),
+        ("/verification", "is required")
+    );
 }
 
 #[test]
@@ -41,7 +54,7 @@ fn an_effect_step_parses_and_closes_with_a_receipt() {
         "obligations":[{"id":"paid","evidence":["effect_receipt"]}],
         "steps":[{"id":"pay","kind":"effect","adapter":"http",
                   "destination":"http://127.0.0.1:9/orders","risk":"high",
-                  "action":{"amount":5,"to":"x"},"closes":["paid"]}]}"#;
+                  "action":{"amount":5,"to":"x"},"closes":["paid"]}],"verification":{"owner":"o"}}"#;
     let w = Workflow::parse(doc.as_bytes()).expect("valid");
     let StepKind::Effect(spec) = &w.steps[0].kind else {
         panic!("an effect step");
@@ -143,7 +156,7 @@ fn errors_name_the_path() {
     assert_eq!(path_of("{"), "");
     assert_eq!(
         path_of(
-            r#"{"schema":"lychd.runner.workflow/v1","name":"a","version":"0.1.0","obligations":[],"steps":[]}"#
+            r#"{"schema":"lychd.runner.workflow/v1","name":"a","version":"0.1.0","obligations":[],"steps":[],"verification":{"owner":"o"}}"#
         ),
         "/steps"
     );

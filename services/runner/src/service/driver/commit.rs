@@ -112,8 +112,10 @@ impl Driver {
                     | "verification_changed"
             ) {
             HELMLOOP_VERIFIER
-        } else if event == "verified_pass" || event == "verified_reject" {
-            VERIFIER_STAND_IN
+        } else if event == "verified_reject" {
+            // An open obligation's repair round: the runner's own obligation check (it never
+            // ends a run in success: `verified_pass` is HelmLoop's alone).
+            OBLIGATION_CHECK
         } else if event == BUDGET_EVENT || event == DEADLINE_EVENT {
             BUDGET_GOVERNOR
         } else {

@@ -1,5 +1,5 @@
-//! The driver at `VERIFY` and `WAIT_VERIFICATION` for a workflow with `verification`
-//! (Runner II, issue 28): the run's records are drafted (`domain::verification::build`), the
+//! The driver at `VERIFY` and `WAIT_VERIFICATION` (every workflow has `verification`;
+//! issue 28): the run's records are drafted (`domain::verification::build`), the
 //! verifier asked (`crate::verifier`), and its verdict committed — PASS `verified_pass` to
 //! `SUCCEEDED`, REJECT (or the owner's refusal) `verification_reject` to `FAILED`, HOLD
 //! `verification_hold` to `WAIT_VERIFICATION`, the run released and asked again after
@@ -35,9 +35,7 @@ impl Driver {
         open_wait: u64,
     ) -> Verified {
         let recheck = self.verifier.recheck();
-        let Some(spec) = &w.verification else {
-            return Verified::Wait(recheck);
-        };
+        let spec = &w.verification;
         // The records' instant: the commit that first entered `VERIFY` with every obligation
         // closed (the row's `updated_at`), kept in the progress from the first verdict on, so
         // a resumed or repeated ask drafts the same bytes.

@@ -11,7 +11,7 @@ fn model_wf() -> Workflow {
         br#"{"schema":"lychd.runner.workflow/v1","name":"w","version":"0.1.0",
         "obligations":[{"id":"a","evidence":["task_result"]},{"id":"b","evidence":["model_answer"]}],
         "steps":[{"id":"one","kind":"task","closes":["a"]},{"id":"m","kind":"model","family":"chat","closes":["b"]},
-                 {"id":"two","kind":"task"}]}"#,
+                 {"id":"two","kind":"task"}],"verification":{"owner":"o"}}"#,
     )
     .expect("valid")
 }
@@ -79,7 +79,9 @@ fn a_round_with_an_open_obligation_repairs_only_the_steps_that_can_close_it() {
         .copied()
         .filter(|e| e.starts_with("verified") || *e == "no_progress")
         .collect();
-    assert_eq!(verify, ["verified_reject", "verified_pass"]);
+    // The repair round closes it: the independent verifier is asked (never the rules' PASS).
+    assert_eq!(verify, ["verified_reject"]);
+    assert_eq!(events.last(), Some(&"ready_to_verify"));
     // The repair round plans only the model step: 3 steps, then 1.
     assert_eq!(events.iter().filter(|e| **e == "plan_step").count(), 4);
 }
@@ -99,10 +101,12 @@ fn three_rounds_without_gain_end_no_progress_and_a_linear_workflow_is_no_false_s
         br#"{"schema":"lychd.runner.workflow/v1","name":"w","version":"0.1.0",
         "obligations":[{"id":"a","evidence":["task_result"]}],
         "steps":[{"id":"s1","kind":"task"},{"id":"s2","kind":"task"},{"id":"s3","kind":"task"},
-                 {"id":"s4","kind":"task"},{"id":"s5","kind":"task","closes":["a"]}]}"#,
+                 {"id":"s4","kind":"task"},{"id":"s5","kind":"task","closes":["a"]}],"verification":{"owner":"o"}}"#,
     )
     .expect("valid");
-    assert_eq!(drive_model(&long, |_| false).last(), Some(&"verified_pass"));
+    let events = drive_model(&long, |_| false);
+    assert_eq!(events.last(), Some(&"ready_to_verify"));
+    assert!(!events.contains(&"verified_reject"), "{events:?}");
 }
 
 #[test]
