@@ -54,7 +54,11 @@ async fn retained() -> Stack {
         .await
         .expect("grant");
     let client = lychd_proto::runner::v1::runner_client::RunnerClient::new(spawned.channel());
-    Stack { spawned, client }
+    Stack {
+        spawned,
+        client,
+        verification: None,
+    }
 }
 
 async fn start_under(c: &mut Client, request_id: &str, parent: &str) -> pb::Run {
