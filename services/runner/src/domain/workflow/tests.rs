@@ -171,7 +171,7 @@ fn an_effect_step_may_declare_its_compensation_and_only_an_effect_step() {
                   "action":{"amount":5,"to":"x"},"closes":["paid"],
                   "compensation":{"destination":"http://127.0.0.1:9/refunds",
                                   "action":{"refund":5}}},
-                 {"id":"check","kind":"task"}]}"#;
+                 {"id":"check","kind":"task"}],"verification":{"owner":"o"}}"#;
     let w = Workflow::parse(doc.as_bytes()).expect("valid");
     let StepKind::Effect(spec) = &w.steps[0].kind else {
         panic!("an effect step");
