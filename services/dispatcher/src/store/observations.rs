@@ -44,6 +44,14 @@ pub(crate) const REPLACE: &str = "ON CONFLICT (capability_key) DO UPDATE
             SET animator = excluded.animator, phase = excluded.phase,
                 reason = excluded.reason, observed_at = excluded.observed_at";
 
+/// How long a lease's fresh observation that equals the cached one (same phase and reason) is
+/// not written again. The cached row only ranks candidates (the chosen record is always probed
+/// afresh); rewriting an unchanged row on every grant made every lease of a capability queue on
+/// that row's lock and write a new row version. The cached `observed_at` of a capability leased
+/// without pause therefore lags its latest probe by less than this; `ObserveAnimators` and the
+/// answers that are not grants always write.
+pub(crate) const UNCHANGED_WITHIN: &str = "interval '1 second'";
+
 /// Replace the cached observations of `animator`'s keys in `obs` as one statement.
 pub async fn record(pool: &PgPool, animator: &str, obs: &BTreeMap<String, Observed>) -> Result<()> {
     if obs.is_empty() {

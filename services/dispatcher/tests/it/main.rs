@@ -9,6 +9,7 @@ mod effect;
 mod faults;
 mod feed;
 mod grammar;
+mod hotpath;
 mod idempotency;
 mod input;
 mod leases;

@@ -30,7 +30,7 @@ use crate::domain::key::CapabilityKey;
 use crate::domain::lease::LeaseState;
 use crate::domain::observation::Observed;
 use crate::error::{DispatcherError, Result};
-use crate::store::observations::REPLACE;
+use crate::store::observations::{REPLACE, UNCHANGED_WITHIN};
 
 /// A lease as recorded, with its state at the database time of the read.
 #[derive(Debug, Clone)]

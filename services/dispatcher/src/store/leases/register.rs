@@ -40,15 +40,97 @@ pub enum Registered {
     Answered(Box<Kept>),
 }
 
+/// The registration statement without ([0]) and with ([1]) a request id. With one, `$1` is the
+/// request id and `$2` the request in canonical form, and every other parameter is shifted by
+/// two; without one, the kept-answer step is not in the statement at all (PostgreSQL prepares
+/// every step of a statement at each execution, read or not).
+static REGISTER: std::sync::LazyLock<[String; 2]> =
+    std::sync::LazyLock::new(|| [registration(false), registration(true)]);
+
+fn registration(with_request: bool) -> String {
+    // Parameters after the request's two.
+    let p = |n: usize| format!("${}", if with_request { n + 2 } else { n });
+    let (claim, guard, request_id) = if with_request {
+        (
+            format!(
+                "claim AS (
+             INSERT INTO lease_requests (principal_id, request_id, demand, outcome, lease_id,
+                                         capability_key, animator)
+             SELECT {principal}, $1, $2, 'GRANTED', {id}, {key}, adm.animator FROM adm
+             ON CONFLICT (principal_id, request_id) DO NOTHING
+             RETURNING lease_id
+         ), ",
+                principal = p(8),
+                id = p(3),
+                key = p(4),
+            ),
+            "WHERE EXISTS (SELECT 1 FROM claim)",
+            "$1",
+        )
+    } else {
+        (String::new(), "", "NULL")
+    };
+    format!(
+        "WITH observed AS (
+             INSERT INTO observations (capability_key, animator, phase, reason, observed_at)
+             SELECT {key}, {animator}, {phase}, {reason}, now()
+              WHERE NOT EXISTS (
+                    SELECT 1 FROM observations o
+                     WHERE o.capability_key = {key} AND o.phase = {phase} AND o.reason = {reason}
+                       AND o.observed_at > now() - {UNCHANGED_WITHIN})
+             {REPLACE}
+         ), adm AS (
+             SELECT animator, generation FROM admission
+              WHERE animator = {animator} AND generation = {generation} AND open_closures = 0
+                FOR SHARE
+         ), {claim}lease AS (
+             INSERT INTO leases (id, capability_key, key_version, family, model_id, animator,
+                                 holder, principal_id, run_id, attempt_id, priority,
+                                 admission_generation, issued_at, expires_at, request_id)
+             SELECT {id}, {key}, 1, {family}, {model}, adm.animator, {holder}, {principal},
+                    {run}, {attempt}, {priority}, adm.generation,
+                    now(), now() + {ttl}::int * interval '1 second', {request_id}
+               FROM adm {guard}
+             RETURNING id, capability_key, animator, holder, run_id, attempt_id, priority,
+                       issued_at, expires_at, admission_generation
+         ), event AS (
+             INSERT INTO dispatch_events (lease_id, capability_key, animator, holder, run_id,
+                                          attempt_id, priority, admitted_at)
+             SELECT id, capability_key, animator, holder, run_id, attempt_id, priority, issued_at
+               FROM lease
+              WHERE pg_current_xact_id() IS NOT NULL
+             RETURNING sequence
+         )
+         SELECT lease.issued_at, lease.expires_at, lease.admission_generation, event.sequence
+           FROM lease, event",
+        animator = p(1),
+        generation = p(2),
+        id = p(3),
+        key = p(4),
+        family = p(5),
+        model = p(6),
+        holder = p(7),
+        principal = p(8),
+        run = p(9),
+        attempt = p(10),
+        priority = p(11),
+        ttl = p(12),
+        phase = p(13),
+        reason = p(14),
+    )
+}
+
 /// Record the fresh observation of the leased key, and register the lease and its dispatch
 /// event only if the animator's admission is still open at the captured generation.
 pub async fn register(pool: &PgPool, l: &NewLease<'_>) -> Result<Registered> {
     // Under a request id, the answer row is the guard: inserted with the lease, ON CONFLICT
     // DO NOTHING — a second call with the same id waits for the first one's row to commit,
     // then inserts neither answer, lease nor event, and reads the first answer back.
-    // One statement (READ COMMITTED, autocommit). The observation is written whatever the
-    // guard decides (a data-modifying CTE runs whether or not it is read); it locks only its
-    // own observations row, which no statement locks together with admission. Lock order for
+    // One statement (READ COMMITTED, autocommit), [`REGISTER`]. The observation is written
+    // whatever the guard decides (a data-modifying CTE runs whether or not it is read) unless
+    // the cached row already says the same and is younger than `UNCHANGED_WITHIN`: then
+    // nothing is written and nothing locked. It locks only its own observations row, which no
+    // statement locks together with admission. Lock order for
     // the lease: the animator's admission row FOR SHARE first — CloseAdmission and
     // ReopenAdmission take it FOR UPDATE, so a close either waits for this lease to commit
     // (and its drain then counts it) or commits first, in which case the row is re-checked at
@@ -62,62 +144,28 @@ pub async fn register(pool: &PgPool, l: &NewLease<'_>) -> Result<Registered> {
     // under a request id a retry reads the kept answer; without one, ListLeases by holder shows
     // whether it was leased, and an unwanted lease ends with its TTL).
     let mut conn = pool.acquire().await?;
-    let row = sqlx::query(&format!(
-        "WITH observed AS (
-             INSERT INTO observations (capability_key, animator, phase, reason, observed_at)
-             VALUES ($4, $1, $13, $14, now())
-             {REPLACE}
-         ), adm AS (
-             SELECT animator, generation FROM admission
-              WHERE animator = $1 AND generation = $2 AND open_closures = 0
-                FOR SHARE
-         ), claim AS (
-             INSERT INTO lease_requests (principal_id, request_id, demand, outcome, lease_id,
-                                         capability_key, animator)
-             SELECT $8, $15, $16, 'GRANTED', $3, $4, adm.animator
-               FROM adm WHERE $15::text IS NOT NULL
-             ON CONFLICT (principal_id, request_id) DO NOTHING
-             RETURNING lease_id
-         ), lease AS (
-             INSERT INTO leases (id, capability_key, key_version, family, model_id, animator,
-                                 holder, principal_id, run_id, attempt_id, priority,
-                                 admission_generation, issued_at, expires_at, request_id)
-             SELECT $3, $4, 1, $5, $6, adm.animator, $7, $8, $9, $10, $11, adm.generation,
-                    now(), now() + $12::int * interval '1 second', $15
-               FROM adm
-              WHERE $15::text IS NULL OR EXISTS (SELECT 1 FROM claim)
-             RETURNING id, capability_key, animator, holder, run_id, attempt_id, priority,
-                       issued_at, expires_at, admission_generation
-         ), event AS (
-             INSERT INTO dispatch_events (lease_id, capability_key, animator, holder, run_id,
-                                          attempt_id, priority, admitted_at)
-             SELECT id, capability_key, animator, holder, run_id, attempt_id, priority, issued_at
-               FROM lease
-              WHERE pg_current_xact_id() IS NOT NULL
-             RETURNING sequence
-         )
-         SELECT lease.issued_at, lease.expires_at, lease.admission_generation, event.sequence
-           FROM lease, event"
-    ))
-    .bind(&l.key.animator)
-    .bind(l.generation)
-    .bind(l.id)
-    .bind(l.key_text)
-    .bind(l.key.family.as_str())
-    .bind(&l.key.model_id)
-    .bind(l.holder)
-    .bind(l.principal_id)
-    .bind(l.run_id)
-    .bind(l.attempt_id)
-    .bind(l.priority)
-    .bind(l.ttl_seconds)
-    .bind(l.observed.phase.as_str())
-    .bind(l.observed.reason.as_str())
-    .bind(l.request.map(|(id, _)| id))
-    .bind(l.request.map(|(_, demand)| demand).unwrap_or_default())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(ambiguous)?;
+    let query = match l.request {
+        None => sqlx::query(&REGISTER[0]),
+        Some((request_id, demand)) => sqlx::query(&REGISTER[1]).bind(request_id).bind(demand),
+    };
+    let row = query
+        .bind(&l.key.animator)
+        .bind(l.generation)
+        .bind(l.id)
+        .bind(l.key_text)
+        .bind(l.key.family.as_str())
+        .bind(&l.key.model_id)
+        .bind(l.holder)
+        .bind(l.principal_id)
+        .bind(l.run_id)
+        .bind(l.attempt_id)
+        .bind(l.priority)
+        .bind(l.ttl_seconds)
+        .bind(l.observed.phase.as_str())
+        .bind(l.observed.reason.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(ambiguous)?;
     drop(conn);
     match row {
         None => match l.request {
