@@ -90,7 +90,14 @@ impl Resolver {
         let (queue, jobs) = mpsc::channel(QUEUE);
         let counters = Arc::new(Counters::default());
         let plans = generic_plans(&pool);
-        tokio::spawn(work(plans.clone(), jobs, counters.clone()));
+        tokio::spawn(work(
+            Pools {
+                office: pool.clone(),
+                plans: plans.clone(),
+            },
+            jobs,
+            counters.clone(),
+        ));
         Resolver {
             pool,
             plans,
@@ -168,7 +175,14 @@ fn generic_plans(pool: &PgPool) -> PgPool {
         .connect_lazy_with(connect)
 }
 
-async fn work(pool: PgPool, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
+/// The office's pool and the worker's own connections ([`generic_plans`]).
+#[derive(Clone)]
+struct Pools {
+    office: PgPool,
+    plans: PgPool,
+}
+
+async fn work(pools: Pools, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     while let Some(first) = jobs.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -188,23 +202,29 @@ async fn work(pool: PgPool, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counter
         }
         counters.statements.fetch_add(1, Ordering::Relaxed);
         counters.asks.fetch_add(asks as u64, Ordering::Relaxed);
-        let (pool, counters) = (pool.clone(), counters.clone());
+        let (pools, counters) = (pools.clone(), counters.clone());
         tokio::spawn(async move {
-            settle(&pool, batch, &counters).await;
+            settle(&pools, batch, &counters).await;
             drop(slot);
         });
     }
 }
 
 /// Answer every job of `batch` from one statement, or hand each its questions back.
-async fn settle(pool: &PgPool, batch: Vec<Job>, counters: &Counters) {
+async fn settle(pools: &Pools, batch: Vec<Job>, counters: &Counters) {
     let mut replies = Vec::with_capacity(batch.len());
     let mut all = Vec::new();
     for job in batch {
         replies.push((job.reply, job.sent.len()));
         all.extend(job.sent);
     }
-    let rows = match pool.acquire().await {
+    // Once the office's pool is closed (the office is stopping, or its database is gone), its
+    // worker's connections close too and no batch is answered: each caller meets the closed
+    // pool alone, as it would without a worker.
+    if pools.office.is_closed() {
+        pools.plans.close().await;
+    }
+    let rows = match pools.plans.acquire().await {
         Ok(mut conn) => run(&mut conn, &all).await,
         Err(e) => Err(e.into()),
     };
