@@ -268,3 +268,43 @@ async fn questions_asked_together_are_answered_each_by_its_own_facts() {
     assert!(bound < asks, "equal questions were bound apart: {after:?}");
     eprintln!("{statements} statements bound {bound} distinct of {asks} questions");
 }
+
+/// Issue 31, third round: the resolving statement is planned once per worker connection (a
+/// generic plan), not afresh per statement — and a revocation is still seen by the next
+/// decision, since a plan holds no data: only the snapshot each execution takes does.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_resolving_statement_is_planned_once_and_still_reads_each_revocation() {
+    let w = Ward::new().await;
+    let p = w.service("planned").await;
+    w.grant(p.id, LEASE.0, LEASE.1, LEASE.2, LEASE.3).await;
+    let (_, s) = w.session(p.id).await;
+    let token = s.token.expose_secret().to_owned();
+    let question = lychd_ward::store::decisions::Question {
+        token: &token,
+        action: LEASE.0,
+        object: LEASE.1,
+        audience: LEASE.2,
+        purpose: LEASE.3,
+        expected_policy_generation: None,
+        asked_by: None,
+    };
+    let decide = || lychd_ward::store::decisions::authorize(&w.resolver, &w.log, &question);
+    // One at a time: each decision is a statement of its own.
+    for _ in 0..12 {
+        assert_eq!(decide().await.expect("decision").reason, Reason::Allowed);
+    }
+    sessions::revoke(&w.pool, None, s.id).await.expect("revoke");
+    assert_eq!(
+        decide().await.expect("decision").reason,
+        Reason::SessionRevoked,
+        "the decision after the revocation read it"
+    );
+    let statements = w.resolver.batching().statements;
+    let (generic, custom) = w.resolver.plans().await.expect("plans");
+    assert_eq!(statements, 13);
+    assert_eq!(custom, 0, "the statement was planned per execution");
+    assert_eq!(
+        generic, 13,
+        "every statement ran on the worker's one connection"
+    );
+}
