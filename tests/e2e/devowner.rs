@@ -6,26 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::{grpcurl, text};
+use crate::grpcurl_json;
 
 /// `method` of Ward at `ward` with `bearer` (a full `authorization: Bearer …` header).
 fn ward(ward: &str, bearer: &str, method: &str, body: &str) -> serde_json::Value {
-    let out = grpcurl(&[
-        "-plaintext",
-        "-H",
-        bearer,
-        "-d",
-        body,
-        ward,
-        &format!("lychd.ward.v1.Ward/{method}"),
-    ]);
-    assert!(
-        out.status.success(),
-        "{method}: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+    grpcurl_json(ward, bearer, &format!("lychd.ward.v1.Ward/{method}"), body)
 }
 
 /// An owner enrolled at Ward, with its session.

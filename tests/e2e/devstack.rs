@@ -230,22 +230,12 @@ pub(crate) fn orchestrator_closes_drains_and_reopens_with_its_own_credential(
     let token = session["sessionToken"].as_str().expect("a session token");
     let bearer = format!("authorization: Bearer {token}");
     let call = |method: &str, body: &str| -> serde_json::Value {
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            &bearer,
-            "-d",
-            body,
+        crate::grpcurl_json(
             &endpoints["dispatcher"],
+            &bearer,
             &format!("lychd.dispatcher.v1.Dispatcher/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method} as the orchestrator: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+            body,
+        )
     };
     let closed = call(
         "CloseAdmission",
@@ -271,22 +261,12 @@ pub(crate) fn orchestrator_closes_drains_and_reopens_with_its_own_credential(
 fn operator_leases_the_simulated_model_with_grpcurl(dispatcher: &str, token: &str) {
     let bearer = format!("authorization: Bearer {token}");
     let call = |method: &str, body: &str| -> serde_json::Value {
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            &bearer,
-            "-d",
-            body,
+        crate::grpcurl_json(
             dispatcher,
+            &bearer,
             &format!("lychd.dispatcher.v1.Dispatcher/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+            body,
+        )
     };
     let caps = call("ListCapabilities", "{}");
     let keys: Vec<&str> = caps["capabilities"]
@@ -509,22 +489,7 @@ pub(crate) fn operator_follows_a_pending_consent_and_approves_it_with_grpcurl(
 ) {
     let operator = format!("authorization: Bearer {token}");
     let call = |bearer: &str, method: &str, body: &str| -> serde_json::Value {
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            bearer,
-            "-d",
-            body,
-            ward,
-            &format!("lychd.ward.v1.Ward/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+        crate::grpcurl_json(ward, bearer, &format!("lychd.ward.v1.Ward/{method}"), body)
     };
     let enrolled = call(
         &operator,
@@ -923,22 +888,12 @@ pub(crate) fn operator_walks_the_archive_as_documented(archive: &str, token: &st
 fn operator_watches_a_hard_swap_on_the_simulated_gpu_with_grpcurl(orchestrator: &str, token: &str) {
     let bearer = format!("authorization: Bearer {token}");
     let call = |method: &str, body: &str| -> serde_json::Value {
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            &bearer,
-            "-d",
-            body,
+        crate::grpcurl_json(
             orchestrator,
+            &bearer,
             &format!("lychd.orchestrator.v1.Orchestrator/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+            body,
+        )
     };
     let topology = call("GetTopology", "{}");
     assert_eq!(
@@ -978,22 +933,12 @@ fn a_client_asks_for_the_transition_its_lease_needs_and_is_granted_with_grpcurl(
 ) {
     let call = |office: Office, service: &str, method: &str, body: &str| -> serde_json::Value {
         let bearer = format!("authorization: Bearer {}", tokens[&office]);
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            &bearer,
-            "-d",
-            body,
+        crate::grpcurl_json(
             &endpoints[office.name()],
+            &bearer,
             &format!("{service}/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+            body,
+        )
     };
     let lease = r#"{"demand": {"family": "FAMILY_CHAT", "model_id": "llama-3.1-8b-q4"}, "holder": "client"}"#;
     let refused = call(
@@ -1132,22 +1077,12 @@ fn memory_not_a_declared_conflict_forces_the_eviction_a_lease_needs_with_grpcurl
 ) {
     let call = |office: Office, method: &str, body: &str| -> serde_json::Value {
         let bearer = format!("authorization: Bearer {}", tokens[&office]);
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            &bearer,
-            "-d",
-            body,
+        crate::grpcurl_json(
             &endpoints[office.name()],
+            &bearer,
             &format!("{}/{method}", office.grpc_service()),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+            body,
+        )
     };
     let topology = call(Office::Orchestrator, "GetTopology", "{}");
     assert!(

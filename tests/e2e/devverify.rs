@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use lychd_runtime::Office;
 use lychd_testkit::simeffect::SimEffect;
 
-use crate::{grpcurl, text};
+use crate::grpcurl_json;
 
 pub fn a_loop_run_with_an_approved_effect_succeeds_on_a_helmloop_pass_and_replays_with_grpcurl(
     endpoints: &BTreeMap<String, String>,
@@ -22,27 +22,8 @@ pub fn a_loop_run_with_an_approved_effect_succeeds_on_a_helmloop_pass_and_replay
     sim: &SimEffect,
 ) {
     let call = |office: Office, bearer: &str, method: &str, body: &str| -> serde_json::Value {
-        let service = match office {
-            Office::Runner => "lychd.runner.v1.Runner",
-            Office::HelmLoop => "lychd.helmloop.v1.HelmLoop",
-            _ => "lychd.ward.v1.Ward",
-        };
-        let out = grpcurl(&[
-            "-plaintext",
-            "-H",
-            bearer,
-            "-d",
-            body,
-            &endpoints[office.name()],
-            &format!("{service}/{method}"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{method}: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+        let method = format!("{}/{method}", office.grpc_service());
+        grpcurl_json(&endpoints[office.name()], bearer, &method, body)
     };
     let op = |office: Office| format!("authorization: Bearer {}", tokens[&office]);
     // The accountable owner: a human principal who may approve promotions.

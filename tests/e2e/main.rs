@@ -41,6 +41,20 @@ pub fn grpcurl(args: &[&str]) -> Output {
         .expect("run grpcurl")
 }
 
+/// Call `method` (`package.Service/Method`) at `addr` over plaintext with `bearer` (a whole
+/// `authorization: Bearer …` header) and `body` as an operator would; the call must succeed, and
+/// its answer is returned as JSON.
+pub fn grpcurl_json(addr: &str, bearer: &str, method: &str, body: &str) -> serde_json::Value {
+    let out = grpcurl(&["-plaintext", "-H", bearer, "-d", body, addr, method]);
+    assert!(
+        out.status.success(),
+        "{method}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("grpcurl prints JSON")
+}
+
 pub use lychd_testkit::channel_with;
 
 /// The office's `spec()` (this crate links every office; the test kit links none but Ward).

@@ -177,3 +177,17 @@ pub async fn eventually<F: std::future::Future<Output = bool>>(
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
+
+/// Overwrite checkpoint `version` of run `id` with a body that fails its checksum, as a storage
+/// fault or a hand edit would (the step loop quarantines the run when it reads it).
+pub async fn corrupt_checkpoint(db: &mut sqlx::PgConnection, id: uuid::Uuid, version: i64) {
+    sqlx::query(
+        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
+          WHERE run_id = $1 AND version = $2",
+    )
+    .bind(id)
+    .bind(version)
+    .execute(db)
+    .await
+    .expect("corrupt");
+}

@@ -7,7 +7,7 @@
 use lychd_proto::ward::v1 as wpb;
 use uuid::Uuid;
 
-use crate::common::{cancel, eventually};
+use crate::common::cancel;
 use crate::effects::{Stack, build_granted, stack};
 
 /// The run's consents Ward still holds pending.
@@ -104,20 +104,7 @@ async fn a_failed_release_is_asked_again_by_the_step_loop_until_ward_settles_it(
         .ensure_assignment(&runner, "ward:cancel", "run:*", "ward", "cancel")
         .await
         .expect("grant");
-    let ward = s.ward.clone();
-    let consent_id = c.consent_id.clone();
-    eventually("the step loop releases the consent", || {
-        let mut w = ward.clone();
-        let consent_id = consent_id.clone();
-        async move {
-            w.get_consent(wpb::GetConsentRequest { consent_id })
-                .await
-                .ok()
-                .and_then(|r| r.into_inner().consent)
-                .is_some_and(|c| c.state == wpb::ConsentState::Cancelled as i32)
-        }
-    })
-    .await;
+    crate::effect_endings::until_cancelled(&s.ward, &c.consent_id).await;
     assert_eq!(pending(&mut s, id).await, 0);
     assert_eq!(s.sim.deliveries(), 0);
 }
@@ -128,16 +115,7 @@ async fn a_recovery_review_that_cancels_a_quarantined_run_releases_its_consent()
     let (id, c) = waiting(&mut s, "cancel-release-3").await;
     // The run's latest checkpoint is corrupted while it waits: the step loop quarantines it.
     let version = i64::try_from(s.run(id).await.version).expect("version");
-    let mut db = s.sandbox.db.superuser().await;
-    sqlx::query(
-        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
-          WHERE run_id = $1 AND version = $2",
-    )
-    .bind(id)
-    .bind(version)
-    .execute(&mut db)
-    .await
-    .expect("corrupt");
+    crate::common::corrupt_checkpoint(&mut s.sandbox.db.superuser().await, id, version).await;
     s.until(id, "QUARANTINED").await;
     assert_eq!(
         pending(&mut s, id).await,
@@ -175,19 +153,6 @@ async fn a_recovery_review_that_cancels_a_quarantined_run_releases_its_consent()
         .await
         .expect("review");
     assert_eq!(s.run(id).await.state, "CANCELED");
-    let ward = s.ward.clone();
-    let consent_id = c.consent_id.clone();
-    eventually("the step loop releases the consent", || {
-        let mut w = ward.clone();
-        let consent_id = consent_id.clone();
-        async move {
-            w.get_consent(wpb::GetConsentRequest { consent_id })
-                .await
-                .ok()
-                .and_then(|r| r.into_inner().consent)
-                .is_some_and(|c| c.state == wpb::ConsentState::Cancelled as i32)
-        }
-    })
-    .await;
+    crate::effect_endings::until_cancelled(&s.ward, &c.consent_id).await;
     assert_eq!(s.sim.deliveries(), 0);
 }

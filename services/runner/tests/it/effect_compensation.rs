@@ -219,16 +219,7 @@ async fn a_recovery_review_that_fails_a_run_after_a_confirmed_effect_compensates
     let id = paid_then_waiting(&mut s, "compensate-4").await;
     // The latest checkpoint is corrupted while the notice waits: the run is quarantined.
     let version = i64::try_from(s.run(id).await.version).expect("version");
-    let mut db = s.sandbox.db.superuser().await;
-    sqlx::query(
-        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
-          WHERE run_id = $1 AND version = $2",
-    )
-    .bind(id)
-    .bind(version)
-    .execute(&mut db)
-    .await
-    .expect("corrupt");
+    crate::common::corrupt_checkpoint(&mut s.sandbox.db.superuser().await, id, version).await;
     s.until(id, "QUARANTINED").await;
     s.sandbox
         .admin()

@@ -78,16 +78,8 @@ fn review(
 }
 
 async fn corrupt(s: &Stack, id: &str, version: i64) {
-    let mut db = s.db().await;
-    sqlx::query(
-        "UPDATE runner.run_checkpoints SET body = convert_to('{\"tampered\":true}', 'UTF8') \
-          WHERE run_id = $1::uuid AND version = $2",
-    )
-    .bind(id)
-    .bind(version)
-    .execute(&mut db)
-    .await
-    .expect("corrupt");
+    let id = uuid::Uuid::parse_str(id).expect("uuid");
+    crate::common::corrupt_checkpoint(&mut s.db().await, id, version).await;
 }
 
 const RATIONALE: &str = "checked v2 by hand: ingest and continue (marker-rationale-5c1e)";
