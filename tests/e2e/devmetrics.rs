@@ -201,11 +201,12 @@ async fn every_office_exposes_metrics_that_move_with_traffic() {
         "lychd_rpc_server_requests_total",
         &[r#"rpc_method="Reduce""#, r#"rpc_grpc_code="OK""#],
     );
-    // Every office's decisions go through Ward: its Authorize count moved too.
+    // Every office's decisions go through Ward (an office sends them as AuthorizeBatch calls):
+    // that count moved too.
     moved(
         Office::Ward,
         "lychd_rpc_server_requests_total",
-        &[r#"rpc_method="Authorize""#],
+        &[r#"rpc_method="AuthorizeBatch""#],
     );
 
     // The offices' own series.

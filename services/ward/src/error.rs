@@ -111,6 +111,8 @@ lychd_runtime::refusal::refusals! {
         OBJECT_INVALID = InvalidArgument;
         /// an audience is not an office name, or the audiences are not 1..16 distinct names
         AUDIENCE_INVALID = InvalidArgument;
+        /// `questions` of an `AuthorizeBatch` is empty or holds more than 256 questions
+        QUESTIONS_INVALID = InvalidArgument;
         /// `purpose` is not a slug of Ward's grammar
         PURPOSE_INVALID = InvalidArgument;
         /// `expected_policy_generation` is negative

@@ -91,12 +91,14 @@ pub fn spec() -> OfficeSpec {
         migrator: &MIGRATOR,
         start: grpc::start,
         local_verifier: Some(local_verifier),
-        // ExchangeCredential's bearer is a credential; Authenticate and Authorize resolve the
-        // caller's session in the same statement as the question it asks.
+        // ExchangeCredential's bearer is a credential; Authenticate, Authorize and
+        // AuthorizeBatch resolve the caller's session in the same statement as the questions
+        // it asks.
         self_authenticating: &[
             "/lychd.ward.v1.Ward/ExchangeCredential",
             "/lychd.ward.v1.Ward/Authenticate",
             "/lychd.ward.v1.Ward/Authorize",
+            "/lychd.ward.v1.Ward/AuthorizeBatch",
             // Its own decision authenticates a well-formed proposal (one statement less on the
             // hot path); a malformed one is authenticated explicitly before its refusal.
             "/lychd.ward.v1.Ward/ProposeEffect",

@@ -39,6 +39,21 @@ fn refused(d: &DecisionRecord, object: &str) -> Status {
     }
 }
 
+/// A decision as `Authorize` answers it.
+fn answer(d: &DecisionRecord) -> pb::AuthorizeResponse {
+    pb::AuthorizeResponse {
+        decision: if d.allowed() {
+            pb::Decision::Allow
+        } else {
+            pb::Decision::Deny
+        } as i32,
+        reason: d.reason.as_str().to_owned(),
+        principal: d.principal.as_ref().map(convert::principal),
+        policy_generation: d.policy_generation,
+        revocation_generation: d.revocation_generation,
+    }
+}
+
 impl Handlers {
     /// Does what `request`'s connection says of the caller (its TLS client certificate) agree
     /// with the principal its session resolved to?
@@ -150,17 +165,71 @@ impl Handlers {
                 d
             }
         };
-        Ok(Response::new(pb::AuthorizeResponse {
-            decision: if d.allowed() {
-                pb::Decision::Allow
-            } else {
-                pb::Decision::Deny
-            } as i32,
-            reason: d.reason.as_str().to_owned(),
-            principal: d.principal.as_ref().map(convert::principal),
-            policy_generation: d.policy_generation,
-            revocation_generation: d.revocation_generation,
-        }))
+        Ok(Response::new(answer(&d)))
+    }
+
+    pub async fn authorize_batch(
+        &self,
+        request: Request<pb::AuthorizeBatchRequest>,
+    ) -> Result<Response<pb::AuthorizeBatchResponse>, Status> {
+        let r = request.get_ref();
+        let bearer = lychd_auth::bearer(&request)?;
+        if !lychd_auth::is_session_token(bearer) {
+            return Err(self.stranger(&request, Reason::SessionUnknown));
+        }
+        let audience = match convert::authorize_batch(r) {
+            Ok(audience) => audience,
+            Err(invalid) => return Err(ask::invalid(&self.decisions, &request, invalid).await),
+        };
+        // A malformed question is answered with its refusal; the others are asked together,
+        // with the asker's own `ward:decide` question, in one statement.
+        let checked: Vec<_> = r
+            .questions
+            .iter()
+            .map(convert::authorize_question)
+            .collect();
+        let questions: Vec<Question<'_>> = r
+            .questions
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(q, _)| Question {
+                token: &q.token,
+                action: &q.action,
+                object: &q.object,
+                audience: &audience,
+                purpose: &q.purpose,
+                expected_policy_generation: q.expected_policy_generation,
+                asked_by: None,
+            })
+            .collect();
+        let from = source(&request);
+        let asked = self
+            .decisions
+            .authorize_batch(&from, bearer, &audience, &questions);
+        let mut decided = match asked.await? {
+            Asked::Refused(d) => return Err(refused(&d, &decision_object(&audience))),
+            Asked::Answered(ds, asker) => {
+                self.peer_checked(&request, &asker)?;
+                ds.into_iter()
+            }
+        };
+        let answers = checked
+            .into_iter()
+            .map(|c| pb::AuthorizeAnswer {
+                result: Some(match c {
+                    Err(invalid) => {
+                        pb::authorize_answer::Result::Refused(convert::refusal(invalid))
+                    }
+                    Ok(()) => pb::authorize_answer::Result::Decided(answer(
+                        &decided
+                            .next()
+                            .expect("invariant: one decision per well-formed question"),
+                    )),
+                }),
+            })
+            .collect();
+        Ok(Response::new(pb::AuthorizeBatchResponse { answers }))
     }
 
     pub async fn list_audit(

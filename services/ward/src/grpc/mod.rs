@@ -78,6 +78,13 @@ impl Ward for WardService {
         self.decisions.authorize(request).await
     }
 
+    async fn authorize_batch(
+        &self,
+        request: Request<pb::AuthorizeBatchRequest>,
+    ) -> Result<Response<pb::AuthorizeBatchResponse>, Status> {
+        self.decisions.authorize_batch(request).await
+    }
+
     async fn enroll_principal(
         &self,
         request: Request<pb::EnrollPrincipalRequest>,

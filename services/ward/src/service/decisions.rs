@@ -130,6 +130,34 @@ impl Decisions {
         Ok(asked)
     }
 
+    /// `AuthorizeBatch`'s questions `qs` (all about tokens presented to `audience`), asked by
+    /// `bearer` (from `source`), each counted as [`Decisions::authorize_asked`] counts.
+    pub async fn authorize_batch(
+        &self,
+        source: &str,
+        bearer: &str,
+        audience: &str,
+        qs: &[Question<'_>],
+    ) -> Result<Asked<Vec<DecisionRecord>>> {
+        let object = decision_object(audience);
+        let asker = decide_question(bearer, &object);
+        let started = std::time::Instant::now();
+        let asked =
+            store::decisions::authorize_batch(&self.resolver, &self.log, &asker, qs).await?;
+        match &asked {
+            Asked::Refused(d) => self.count_asker(source, d),
+            Asked::Answered(ds, _) => {
+                for d in ds {
+                    super::metrics::decided("rpc", started);
+                    if d.reason.is_authentication_failure() {
+                        self.count_stranger(&presented_to(audience), d.reason);
+                    }
+                }
+            }
+        }
+        Ok(asked)
+    }
+
     /// An asker's refusal: counted when it authenticates nobody (else it is audited).
     fn count_asker(&self, source: &str, d: &DecisionRecord) {
         if d.reason.is_authentication_failure() {

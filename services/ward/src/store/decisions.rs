@@ -319,6 +319,34 @@ pub async fn authorize_asked(
     }
 }
 
+/// [`authorize_asked`] of many questions by one asker: the asker's question and every one of
+/// `qs` resolved in ONE statement; each decision recorded as [`authorize_asked`] records it.
+pub async fn authorize_batch(
+    resolver: &Resolver,
+    log: &DecisionLog,
+    asker: &Question<'_>,
+    qs: &[Question<'_>],
+) -> Result<Asked<Vec<DecisionRecord>>> {
+    let asks: Vec<Ask<'_>> = std::iter::once(ask(asker))
+        .chain(qs.iter().map(ask))
+        .collect();
+    let mut rows = resolve(resolver, &asks).await?.into_iter();
+    let asker_row = rows.next().flatten();
+    match allowed_asker(log, asker, asker_row)? {
+        Err(refused) => Ok(Asked::Refused(refused)),
+        Ok(by) => {
+            let decided = qs.iter().zip(rows).map(|(q, row)| {
+                let q = Question {
+                    asked_by: Some(by.id),
+                    ..*q
+                };
+                decided(log, &q, row)
+            });
+            Ok(Asked::Answered(decided.collect::<Result<_>>()?, by))
+        }
+    }
+}
+
 /// [`authenticate`] on behalf of an asker, as [`authorize_asked`].
 pub async fn authenticate_asked(
     resolver: &Resolver,

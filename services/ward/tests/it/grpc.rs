@@ -75,7 +75,7 @@ async fn spawn_ward() -> (Spawned, WardClient<PeerChannel>) {
     (s, client)
 }
 
-async fn admin_client() -> (Spawned, WardClient<PeerChannel>) {
+pub(crate) async fn admin_client() -> (Spawned, WardClient<PeerChannel>) {
     let (s, client) = spawn_ward().await;
     s.allow("ward:administer", "principal:*").await;
     s.allow("ward:decide", "decision:*").await;
@@ -540,7 +540,7 @@ async fn exchange_administration_and_decisions_over_grpc() {
 
 /// Audit rows per `<event> <action>`, after a listing (which flushes the decision log; its own
 /// `ward:administer` check is recorded too).
-async fn audit_events(s: &Spawned) -> std::collections::BTreeMap<String, i64> {
+pub(crate) async fn audit_events(s: &Spawned) -> std::collections::BTreeMap<String, i64> {
     WardClient::new(s.channel())
         .list_audit(pb::ListAuditRequest { page: page("") })
         .await

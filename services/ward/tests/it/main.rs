@@ -5,6 +5,7 @@
 //! authority across offices running as real processes in `tests/e2e/authority.rs`.
 
 mod audit;
+mod batch;
 mod bootstrap;
 mod boundaries;
 mod common;

@@ -20,6 +20,7 @@ pub fn reason(field: &str) -> Reason {
         "action" => ACTION_INVALID,
         "object" => OBJECT_INVALID,
         "audience" | "audiences" => AUDIENCE_INVALID,
+        "questions" => QUESTIONS_INVALID,
         "purpose" => PURPOSE_INVALID,
         "expected_policy_generation" => POLICY_GENERATION_INVALID,
         "kind" => KIND_INVALID,

@@ -11,7 +11,7 @@ pub mod proposal;
 
 pub use field::{Field, invalid};
 
-use lychd_proto::common::v1::PageRequest;
+use lychd_proto::common::v1::{FieldViolation, PageRequest, Refusal};
 use lychd_proto::ward::v1 as pb;
 use prost_types::Timestamp;
 use serde_json::Value;
@@ -88,17 +88,90 @@ pub fn authenticate_request(r: &pb::AuthenticateRequest) -> Decoded<String> {
 /// `Authorize`'s question, checked (the asker's own question is separate).
 pub fn authorize_request(r: &pb::AuthorizeRequest) -> Decoded<()> {
     let mut v = Violations::new();
-    if r.token.is_empty() {
+    question(
+        &mut v,
+        (&r.token, &r.action, &r.object),
+        Some(&r.audience),
+        (&r.purpose, r.expected_policy_generation),
+    );
+    Ok(v.finish(|| ())?)
+}
+
+/// Questions one `AuthorizeBatch` may hold (one resolving statement's worth).
+pub const MAX_BATCH: usize = 256;
+
+/// `AuthorizeBatch`'s audience and question count (each question is checked on its own, by
+/// [`authorize_question`]): the audience.
+pub fn authorize_batch(r: &pb::AuthorizeBatchRequest) -> Decoded<String> {
+    let mut v = Violations::new();
+    let audience = v.field("audience", Audience::parse(&r.audience));
+    if r.questions.is_empty() || r.questions.len() > MAX_BATCH {
+        v.field::<(), _>("questions", Err("must hold 1 to 256 questions"));
+    }
+    match audience {
+        Some(a) if v.is_empty() => Ok(a.as_str().to_owned()),
+        _ => Err(v.into()),
+    }
+}
+
+/// One question of an `AuthorizeBatch`, checked as `Authorize` checks its own.
+pub fn authorize_question(q: &pb::AuthorizeQuestion) -> Decoded<()> {
+    let mut v = Violations::new();
+    question(
+        &mut v,
+        (&q.token, &q.action, &q.object),
+        None,
+        (&q.purpose, q.expected_policy_generation),
+    );
+    Ok(v.finish(|| ())?)
+}
+
+/// The refusal a malformed batch question is answered with: what `Authorize` refuses it with.
+pub fn refusal(invalid: WardError) -> Refusal {
+    use tonic_types::StatusExt;
+    let status = tonic::Status::from(invalid);
+    let details = status.get_error_details();
+    Refusal {
+        reason: details
+            .error_info()
+            .map(|i| i.reason.clone())
+            .unwrap_or_default(),
+        domain: crate::error::DOMAIN.to_owned(),
+        message: status.message().to_owned(),
+        field_violations: details
+            .bad_request()
+            .map(|b| {
+                b.field_violations
+                    .iter()
+                    .map(|f| FieldViolation {
+                        field: f.field.clone(),
+                        description: f.description.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The fields of an authorization question, in the order their violations are listed.
+fn question(
+    v: &mut Violations,
+    (token, action, object): (&str, &str, &str),
+    audience: Option<&str>,
+    (purpose, expected_policy_generation): (&str, Option<i64>),
+) {
+    if token.is_empty() {
         v.field::<(), _>("token", Err("is required"));
     }
-    v.field("action", Action::parse(&r.action));
-    v.field("object", Object::parse(&r.object));
-    v.field("audience", Audience::parse(&r.audience));
-    v.field("purpose", Purpose::parse(&r.purpose));
-    if r.expected_policy_generation.is_some_and(|g| g < 0) {
+    v.field("action", Action::parse(action));
+    v.field("object", Object::parse(object));
+    if let Some(audience) = audience {
+        v.field("audience", Audience::parse(audience));
+    }
+    v.field("purpose", Purpose::parse(purpose));
+    if expected_policy_generation.is_some_and(|g| g < 0) {
         v.field::<(), _>("expected_policy_generation", Err("must not be negative"));
     }
-    Ok(v.finish(|| ())?)
 }
 
 pub fn enrollment(r: &pb::EnrollPrincipalRequest) -> Decoded<Enrollment> {
