@@ -4,7 +4,9 @@
 //!
 //! Each concurrency level also runs `Authorize` about 32 subjects' tokens in turn: the same
 //! subject in every call lets Ward bind one question for a whole batch (ADR 0006), different
-//! subjects share only the asking office's own `ward:decide` question.
+//! subjects share only the asking office's own `ward:decide` question. And the same question
+//! asked the way every office asks it: through its `WardVerifier`, which sends the questions
+//! asked while its previous call is in flight as one `AuthorizeBatch` call.
 //!
 //! Run: `cargo bench -p lychd-e2e --bench authorize` (needs PostgreSQL like the tests).
 
@@ -105,6 +107,7 @@ async fn main() {
         .expect("connect");
     let bearer: tonic::metadata::MetadataValue<_> =
         format!("Bearer {office_token}").parse().expect("ascii");
+    let subject: std::sync::Arc<str> = subject_token.clone().into();
     let authorize = {
         let channel = channel.clone();
         move || {
@@ -158,6 +161,34 @@ async fn main() {
             }
         }
     };
+    let verifier = std::sync::Arc::new(lychd_auth::ward::WardVerifier::new(
+        channel.clone(),
+        lychd_auth::credentials::SessionSource::fixed(secrecy::SecretString::from(
+            office_token.clone(),
+        )),
+    ));
+    let through_verifier = {
+        let verifier = verifier.clone();
+        let token = subject.clone();
+        move || {
+            let (verifier, token) = (verifier.clone(), token.clone());
+            async move {
+                use lychd_auth::Verifier;
+                let d = verifier
+                    .authorize(&lychd_auth::Query {
+                        token: &token,
+                        action: "dispatcher:lease",
+                        object: "capability:anvil:chat:qwen3-8b",
+                        audience: "dispatcher",
+                        purpose: "lease",
+                        expected_policy_generation: None,
+                    })
+                    .await
+                    .expect("authorize");
+                assert!(d.allowed);
+            }
+        }
+    };
     let health = {
         let channel = channel.clone();
         move || {
@@ -207,6 +238,24 @@ async fn main() {
             ms(a.p99) / ms(h.p99),
             a.per_second / h.per_second,
             a_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
+        );
+        let calls_before = verifier.sent();
+        let (v, v_cpu) = metered(concurrency, through_verifier.clone()).await;
+        let calls = verifier.sent();
+        println!(
+            "verifier (AuthorizeBatch) {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}  ({:.1} questions a call)",
+            ms(v.p50),
+            ms(v.p99),
+            v.per_second,
+            us(v_cpu),
+            (calls.1 - calls_before.1) as f64 / (calls.0 - calls_before.0).max(1) as f64
+        );
+        println!(
+            "ratio verifier/health     {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
+            ms(v.p50) / ms(h.p50),
+            ms(v.p99) / ms(h.p99),
+            v.per_second / h.per_second,
+            v_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
         );
         let (m, m_cpu) = metered(concurrency, authorize_many.clone()).await;
         println!(

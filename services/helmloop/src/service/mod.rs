@@ -39,9 +39,9 @@ pub use crate::store::records::{Appended, Filter, FirstBody, Identity, Row, iden
 pub use crate::store::{timestamp_ms, timestamp_us};
 
 /// Inline inputs this small are parsed and reduced on the runtime thread that received them
-/// (about 0.35 ms of CPU at most; the baseline bundle of 21 kB takes 0.23 ms). Issue 31: the
-/// hop to a blocking thread and back cost more than a fifth of a whole `Reduce` over gRPC
-/// (CPU per call 0.57 ms with it, 0.46 ms without, in the office's process).
+/// (about 0.35 ms of CPU at most; the baseline bundle of 21 kB takes 0.23 ms). Issue 31: with
+/// the hop to a blocking thread and back a `Reduce` of the baseline cost 760 µs of CPU all
+/// told, without it 573 µs (docs/helmloop.md, "Benchmark").
 pub const INLINE_BYTES: usize = 32 * 1024;
 
 /// A bounded pool for CPU work: `workers` jobs at once on tokio's blocking threads, at most
@@ -78,8 +78,8 @@ impl Workers {
     }
 
     /// Run `job` under the pool's bound: on the calling runtime thread when `small` (work of
-    /// at most [`INLINE_BYTES`] of input, a fraction of a millisecond: the hop to a blocking
-    /// thread and back would cost about half as much again), else on a blocking thread.
+    /// at most [`INLINE_BYTES`] of input, a fraction of a millisecond, which the hop to a
+    /// blocking thread and back would make dearer), else on a blocking thread.
     pub async fn run_where<T: Send + 'static>(
         &self,
         small: bool,
@@ -449,5 +449,44 @@ mod tests {
         assert!(busy.await.expect("join").is_ok());
         assert_eq!(queued.await.expect("join").expect("ran"), 2);
         assert_eq!(workers.run(|| 4).await.expect("ran"), 4);
+    }
+
+    /// A small job runs on the calling thread, but under the same permits and queue bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_job_runs_inline_under_the_same_bound() {
+        let workers = Arc::new(Workers::new(1, 1));
+        let here = std::thread::current().id();
+        let ran_on = workers
+            .run_where(true, std::thread::current)
+            .await
+            .expect("ran")
+            .id();
+        assert_eq!(ran_on, here, "a small job runs where it was asked");
+        let elsewhere = workers
+            .run_where(false, std::thread::current)
+            .await
+            .expect("ran")
+            .id();
+        assert_ne!(elsewhere, here, "a large one on a blocking thread");
+
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let busy = {
+            let w = workers.clone();
+            tokio::spawn(async move { w.run(move || rx.recv().ok()).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let queued = {
+            let w = workers.clone();
+            tokio::spawn(async move { w.run_where(true, || 2).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!queued.is_finished(), "a small job waits for a permit too");
+        assert!(matches!(
+            workers.run_where(true, || 3).await,
+            Err(HelmLoopError::ReducerBusy)
+        ));
+        tx.send(()).expect("release");
+        assert!(busy.await.expect("join").is_ok());
+        assert_eq!(queued.await.expect("join").expect("ran"), 2);
     }
 }
