@@ -27,7 +27,7 @@ use crate::{AuthError, Decision, Principal, Query, Verifier};
 /// Questions one `AuthorizeBatch` call carries at most (Ward's bound).
 pub const MAX_BATCH: usize = 256;
 /// `AuthorizeBatch` calls in flight at once, at most. One: with two, an office's `Reduce` cost
-/// about a tenth more CPU (smaller batches, each paying Ward's per-call work; ADR 0006).
+/// a tenth to a quarter more CPU (smaller batches, each paying Ward's per-call work; ADR 0006).
 const IN_FLIGHT: usize = 1;
 /// Questions waiting for the batching task at most (then askers wait: backpressure).
 const QUEUE: usize = 1024;
