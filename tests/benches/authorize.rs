@@ -210,68 +210,29 @@ async fn main() {
     for concurrency in [1usize, 32] {
         let (h, h_cpu) = metered(concurrency, health.clone()).await;
         let (a, a_cpu) = metered(concurrency, authorize.clone()).await;
-        let us = |c: Cpu| {
-            format!(
-                "{:>6.0} ({:.0} + {:.0})",
-                c.total().as_secs_f64() * 1e6,
-                c.process.as_secs_f64() * 1e6,
-                c.database.as_secs_f64() * 1e6
-            )
-        };
+        println!("{}", row("health check", concurrency, &h, h_cpu));
+        println!("{}", row("authorize", concurrency, &a, a_cpu));
         println!(
-            "health check              {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
-            ms(h.p50),
-            ms(h.p99),
-            h.per_second,
-            us(h_cpu)
-        );
-        println!(
-            "authorize                 {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
-            ms(a.p50),
-            ms(a.p99),
-            a.per_second,
-            us(a_cpu)
-        );
-        println!(
-            "ratio authorize/health    {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
-            ms(a.p50) / ms(h.p50),
-            ms(a.p99) / ms(h.p99),
-            a.per_second / h.per_second,
-            a_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
+            "{}",
+            ratio("authorize/health", concurrency, (&a, a_cpu), (&h, h_cpu))
         );
         let calls_before = verifier.sent();
         let (v, v_cpu) = metered(concurrency, through_verifier.clone()).await;
         let calls = verifier.sent();
         println!(
-            "verifier (AuthorizeBatch) {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}  ({:.1} questions a call)",
-            ms(v.p50),
-            ms(v.p99),
-            v.per_second,
-            us(v_cpu),
+            "{}  ({:.1} questions a call)",
+            row("verifier (AuthorizeBatch)", concurrency, &v, v_cpu),
             (calls.1 - calls_before.1) as f64 / (calls.0 - calls_before.0).max(1) as f64
         );
         println!(
-            "ratio verifier/health     {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
-            ms(v.p50) / ms(h.p50),
-            ms(v.p99) / ms(h.p99),
-            v.per_second / h.per_second,
-            v_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
+            "{}",
+            ratio("verifier/health", concurrency, (&v, v_cpu), (&h, h_cpu))
         );
         let (m, m_cpu) = metered(concurrency, authorize_many.clone()).await;
-        println!(
-            "authorize, {SUBJECTS} subjects    {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {}",
-            ms(m.p50),
-            ms(m.p99),
-            m.per_second,
-            us(m_cpu)
-        );
-        println!(
-            "ratio {SUBJECTS} subjects/health {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
-            ms(m.p50) / ms(h.p50),
-            ms(m.p99) / ms(h.p99),
-            m.per_second / h.per_second,
-            m_cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
-        );
+        let label = format!("authorize, {SUBJECTS} subjects");
+        println!("{}", row(&label, concurrency, &m, m_cpu));
+        let label = format!("{SUBJECTS} subjects/health");
+        println!("{}", ratio(&label, concurrency, (&m, m_cpu), (&h, h_cpu)));
     }
     let h = paced(500, SECONDS_PER_CASE, health.clone()).await;
     let a = paced(500, SECONDS_PER_CASE, authorize.clone()).await;
@@ -300,6 +261,35 @@ async fn main() {
         ms(a.p99) / ms(h.p99)
     );
     spawned.stop().await;
+}
+
+/// One case's line: latency, rate and CPU per call (this process + PostgreSQL).
+fn row(label: &str, concurrency: usize, s: &Stats, cpu: Cpu) -> String {
+    format!(
+        "{label:<25} {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {:>6.0} ({:.0} + {:.0})",
+        ms(s.p50),
+        ms(s.p99),
+        s.per_second,
+        cpu.total().as_secs_f64() * 1e6,
+        cpu.process.as_secs_f64() * 1e6,
+        cpu.database.as_secs_f64() * 1e6
+    )
+}
+
+/// A case against the health check of the same run: p50, p99, rate and CPU ratios.
+fn ratio(
+    label: &str,
+    concurrency: usize,
+    (s, cpu): (&Stats, Cpu),
+    (h, h_cpu): (&Stats, Cpu),
+) -> String {
+    format!(
+        "ratio {label:<19} {concurrency:>4} {:>8.2} {:>8.2} {:>10.2}   {:>6.2}",
+        ms(s.p50) / ms(h.p50),
+        ms(s.p99) / ms(h.p99),
+        s.per_second / h.per_second,
+        cpu.total().as_secs_f64() / h_cpu.total().as_secs_f64()
+    )
 }
 
 /// A closed loop with the CPU each call cost (warm-up included in both).

@@ -427,15 +427,24 @@ impl Service {
 mod tests {
     use super::*;
 
+    /// A job holding `workers`' only permit until the sender is used (or dropped).
+    async fn occupy(
+        workers: &Arc<Workers>,
+    ) -> (
+        std::sync::mpsc::Sender<()>,
+        tokio::task::JoinHandle<Result<Option<()>>>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let w = workers.clone();
+        let busy = tokio::spawn(async move { w.run(move || rx.recv().ok()).await });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        (tx, busy)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_full_queue_refuses_and_a_free_worker_runs() {
         let workers = Arc::new(Workers::new(1, 1));
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let busy = {
-            let w = workers.clone();
-            tokio::spawn(async move { w.run(move || rx.recv().ok()).await })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let (tx, busy) = occupy(&workers).await;
         let queued = {
             let w = workers.clone();
             tokio::spawn(async move { w.run(|| 2).await })
@@ -469,12 +478,7 @@ mod tests {
             .id();
         assert_ne!(elsewhere, here, "a large one on a blocking thread");
 
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let busy = {
-            let w = workers.clone();
-            tokio::spawn(async move { w.run(move || rx.recv().ok()).await })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let (tx, busy) = occupy(&workers).await;
         let queued = {
             let w = workers.clone();
             tokio::spawn(async move { w.run_where(true, || 2).await })
