@@ -61,6 +61,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(out.join("lychd_requests.rs"), requests(&fds)?)?;
     tonic_prost_build::configure()
         .file_descriptor_set_path(&descriptor_path)
+        // A reduction's input (up to the 4 MiB wire cap) is the one large field on a hot path:
+        // decoded as a view of the received buffer, not copied into a fresh vector.
+        .bytes(".lychd.helmloop.v1.ReduceRequest.input")
         .skip_protoc_run()
         .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=lychd");

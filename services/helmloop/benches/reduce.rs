@@ -155,7 +155,8 @@ async fn main() {
 
     let before = Cpu::now();
     let reduce = {
-        let input = input.clone();
+        // Shared, not copied, by every call (as a client holding its input would send it).
+        let input = tonic::codegen::Bytes::from(input.clone());
         let c = client.clone();
         closed(CONCURRENCY, WARMUP, SECONDS, move || {
             let mut c = c.clone();

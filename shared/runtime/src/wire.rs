@@ -129,7 +129,7 @@ where
                     return Ok(tonic::Status::cancelled("the request body broke off").into_http());
                 }
             };
-            match single_frame(&bytes).map(decode) {
+            match single_frame(&bytes).map(|message| decode(bytes.slice_ref(message))) {
                 Some(Ok(())) => {}
                 Some(Err(_)) | None => return Ok(refusal(reasons::MESSAGE_UNDECODABLE)),
             }

@@ -226,20 +226,22 @@ impl Service {
     }
 
     /// Parse and reduce an inline evaluation input on the pool; the canonical context is
-    /// computed only when the evaluation is to be stored.
+    /// computed only when the evaluation is to be stored. `input` is taken as received (the
+    /// request's own buffer, not a copy).
     pub async fn reduce_inline(
         &self,
-        input: Vec<u8>,
+        input: impl AsRef<[u8]> + Send + 'static,
         return_input: bool,
         store: bool,
     ) -> Result<Reduced> {
         let max = self.settings.max_input_bytes;
-        let small = input.len() <= INLINE_BYTES;
+        let small = input.as_ref().len() <= INLINE_BYTES;
         let reduced = self
             .workers
             .run_where(small, move || {
-                let parsed = EvaluationInput::parse_with(&input, ParseOptions { max_bytes: max })
-                    .map_err(|e| parse_error("input", &e))?;
+                let parsed =
+                    EvaluationInput::parse_with(input.as_ref(), ParseOptions { max_bytes: max })
+                        .map_err(|e| parse_error("input", &e))?;
                 let result = reduce(&parsed);
                 let context = match parsed.value().get("context") {
                     Some(c) if store => to_canonical_vec(c)

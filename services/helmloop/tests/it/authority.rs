@@ -114,7 +114,7 @@ async fn reading_and_reducing_are_distinct_actions() {
     denied(
         &reader
             .reduce(pb::ReduceRequest {
-                input: input.clone(),
+                input: input.clone().into(),
                 ..Default::default()
             })
             .await
@@ -131,7 +131,7 @@ async fn reading_and_reducing_are_distinct_actions() {
     .await;
     reducer
         .reduce(pb::ReduceRequest {
-            input,
+            input: input.into(),
             ..Default::default()
         })
         .await
@@ -183,7 +183,7 @@ async fn every_rpc_is_refused_without_authority() {
     denied(
         &nobody
             .reduce(pb::ReduceRequest {
-                input,
+                input: input.into(),
                 ..Default::default()
             })
             .await
@@ -237,7 +237,7 @@ async fn every_rpc_is_refused_without_authority() {
         s.client_with("lws_0000000000000000000000000000000000000000000000000000000000000000");
     let refused = junk
         .reduce(pb::ReduceRequest {
-            input: vec![b' '; lychd_helmloop::DEFAULT_MAX_BYTES + 1],
+            input: vec![b' '; lychd_helmloop::DEFAULT_MAX_BYTES + 1].into(),
             ..Default::default()
         })
         .await

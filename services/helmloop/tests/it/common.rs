@@ -137,7 +137,7 @@ pub async fn append(
 pub async fn reduce(client: &mut Client, input: Vec<u8>) -> pb::ReduceResponse {
     client
         .reduce(pb::ReduceRequest {
-            input,
+            input: input.into(),
             ..Default::default()
         })
         .await

@@ -47,7 +47,7 @@ async fn request_limits_are_refused_with_field_violations() {
     let refused = s
         .client
         .reduce(pb::ReduceRequest {
-            input: padded,
+            input: padded.into(),
             ..Default::default()
         })
         .await

@@ -190,7 +190,7 @@ async fn malformed_json_is_refused_with_its_c14n_code_and_nothing_is_stored() {
         let reduce = s
             .client
             .reduce(pb::ReduceRequest {
-                input: bad.to_vec(),
+                input: bad.to_vec().into(),
                 ..Default::default()
             })
             .await
@@ -369,7 +369,7 @@ async fn an_inline_reduction_is_stored_only_when_asked_and_read_back_by_input_di
     let stored = s
         .client
         .reduce(pb::ReduceRequest {
-            input: input.clone(),
+            input: input.clone().into(),
             store: true,
             return_input: true,
         })

@@ -902,7 +902,7 @@ async fn a_non_owner_is_refused_and_a_non_owner_issued_grant_does_not_pass() {
     let summary = stack
         .helmloop_client()
         .reduce(hl::ReduceRequest {
-            input: serde_json::to_vec(&input).expect("json"),
+            input: serde_json::to_vec(&input).expect("json").into(),
             store: false,
             return_input: false,
         })
