@@ -12,7 +12,7 @@
 
 use lychd_proto::ward::v1::ward_client::WardClient;
 use lychd_proto::ward::v1::{AuthorizeRequest, Decision, PrincipalKind};
-use lychd_testkit::bench::{Cpu, Stats, closed, ms, paced};
+use lychd_testkit::bench::{Cpu, Stats, closed, figures, ms, paced};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -265,15 +265,7 @@ async fn main() {
 
 /// One case's line: latency, rate and CPU per call (this process + PostgreSQL).
 fn row(label: &str, concurrency: usize, s: &Stats, cpu: Cpu) -> String {
-    format!(
-        "{label:<25} {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {:>6.0} ({:.0} + {:.0})",
-        ms(s.p50),
-        ms(s.p99),
-        s.per_second,
-        cpu.total().as_secs_f64() * 1e6,
-        cpu.process.as_secs_f64() * 1e6,
-        cpu.database.as_secs_f64() * 1e6
-    )
+    format!("{label:<25} {}", figures(concurrency, s, &cpu))
 }
 
 /// A case against the health check of the same run: p50, p99, rate and CPU ratios.

@@ -20,7 +20,7 @@ use lychd_runtime::Office;
 use lychd_runtime::client::{Outgoing, PeerChannel, peer_channel};
 use lychd_runtime::devca::DevCa;
 use lychd_testkit::Spawned;
-use lychd_testkit::bench::{Cpu, Stats, closed, ms};
+use lychd_testkit::bench::{Cpu, Stats, closed, figures, ms};
 use secrecy::SecretString;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic_health::pb::HealthCheckRequest;
@@ -242,15 +242,7 @@ async fn calls(s: &Spawned, tls: Option<ClientTlsConfig>) -> (Call, Call) {
 }
 
 fn line(what: &str, concurrency: usize, s: Stats, cpu: Cpu) {
-    println!(
-        "{what:<28} {concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {:>6.0} ({:.0} + {:.0})",
-        ms(s.p50),
-        ms(s.p99),
-        s.per_second,
-        cpu.total().as_secs_f64() * 1e6,
-        cpu.process.as_secs_f64() * 1e6,
-        cpu.database.as_secs_f64() * 1e6
-    );
+    println!("{what:<28} {}", figures(concurrency, &s, &cpu));
 }
 
 /// A closed loop with the CPU each call cost (warm-up included in both).

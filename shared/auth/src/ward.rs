@@ -24,7 +24,8 @@ use tonic::transport::Channel;
 use crate::credentials::SessionSource;
 use crate::{AuthError, Decision, Principal, Query, Verifier};
 
-/// Questions one `AuthorizeBatch` call carries at most (Ward's bound).
+/// Questions one `AuthorizeBatch` call carries at most: Ward refuses more (`QUESTIONS_INVALID`),
+/// by this same constant.
 pub const MAX_BATCH: usize = 256;
 /// `AuthorizeBatch` calls in flight at once, at most. One: with two, an office's `Reduce` cost
 /// a tenth to a quarter more CPU (smaller batches, each paying Ward's per-call work; ADR 0006).

@@ -117,6 +117,20 @@ where
     Stats::of(all, started.elapsed())
 }
 
+/// A case's figures after its label, in the columns the benches print: concurrency, p50 and p99
+/// (ms), calls/s, and CPU per call in µs (all of it, then this process + PostgreSQL).
+pub fn figures(concurrency: usize, s: &Stats, cpu: &Cpu) -> String {
+    format!(
+        "{concurrency:>4} {:>8.3} {:>8.3} {:>10.0}   {:>6.0} ({:.0} + {:.0})",
+        ms(s.p50),
+        ms(s.p99),
+        s.per_second,
+        cpu.total().as_secs_f64() * 1e6,
+        cpu.process.as_secs_f64() * 1e6,
+        cpu.database.as_secs_f64() * 1e6
+    )
+}
+
 /// CPU time spent so far by this process (every office the bench runs in-process, the
 /// simulated runtimes and the bench's own clients), by the office processes it spawned (Ward's
 /// binary, for every office but Ward: its live child processes and those it waited for) and by

@@ -97,8 +97,11 @@ pub fn authorize_request(r: &pb::AuthorizeRequest) -> Decoded<()> {
     Ok(v.finish(|| ())?)
 }
 
-/// Questions one `AuthorizeBatch` may hold (one resolving statement's worth).
-pub const MAX_BATCH: usize = 256;
+/// Questions one `AuthorizeBatch` may hold (one resolving statement's worth): the bound the
+/// offices' verifiers batch to, one constant, so no office ever sends a batch Ward refuses.
+pub use lychd_auth::ward::MAX_BATCH;
+// The refusal below names the bound in words.
+const _: () = assert!(MAX_BATCH == 256);
 
 /// `AuthorizeBatch`'s audience and question count (each question is checked on its own, by
 /// [`authorize_question`]): the audience.
