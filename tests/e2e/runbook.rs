@@ -29,6 +29,12 @@ fn blocks(doc: &str) -> Vec<String> {
         .collect()
 }
 
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// The reasons the runbook expects refusals with.
 fn expected_refusals(script: &str) -> Vec<String> {
     script
@@ -87,7 +93,10 @@ async fn every_command_of_the_runbook_runs_as_written_against_lychd_dev() {
     let ran = Instant::now();
     let run = tokio::process::Command::new("bash")
         .arg("-c")
-        .arg(format!("set -eo pipefail\n{script}"))
+        // A failing command names itself and its line of the script (the runbook's blocks, in order).
+        .arg(format!(
+            "set -eo pipefail\ntrap 'echo \"runbook: line $((LINENO - 2)) failed (exit $?): $BASH_COMMAND\" >&2' ERR\n{script}"
+        ))
         .current_dir(work.path())
         .env("PATH", path)
         .env("LYCHD_STATE", state.path())
@@ -101,10 +110,12 @@ async fn every_command_of_the_runbook_runs_as_written_against_lychd_dev() {
         .expect("run bash");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // The failing command's own words first: a long report is cut in the middle.
     assert!(
         out.status.success(),
-        "the runbook failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        out.status
+        "the runbook failed ({}):\n--- stderr\n{stderr}\n--- stdout (last 60 lines)\n{}",
+        out.status,
+        tail(&stdout, 60)
     );
     eprintln!("the runbook ran in {:?}", ran.elapsed());
     let refusals = expected_refusals(&script);
