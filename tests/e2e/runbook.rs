@@ -35,6 +35,26 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The last warnings and errors each office of the stack under `state` logged.
+fn warnings(state: &Path) -> String {
+    let Ok(logs) = std::fs::read_dir(state.join("dev/logs")) else {
+        return "(no logs)".into();
+    };
+    let mut logs: Vec<PathBuf> = logs.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    logs.sort();
+    logs.iter()
+        .map(|log| {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let worrying: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains(r#""level":"WARN""#) || l.contains(r#""level":"ERROR""#))
+                .collect();
+            format!("{}:\n{}", log.display(), tail(&worrying.join("\n"), 10))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The reasons the runbook expects refusals with.
 fn expected_refusals(script: &str) -> Vec<String> {
     script
@@ -113,8 +133,9 @@ async fn every_command_of_the_runbook_runs_as_written_against_lychd_dev() {
     // The failing command's own words first: a long report is cut in the middle.
     assert!(
         out.status.success(),
-        "the runbook failed ({}):\n--- stderr\n{stderr}\n--- stdout (last 60 lines)\n{}",
+        "the runbook failed ({}):\n--- stderr\n{stderr}\n--- the offices' warnings\n{}\n--- stdout (last 60 lines)\n{}",
         out.status,
+        warnings(state.path()),
         tail(&stdout, 60)
     );
     eprintln!("the runbook ran in {:?}", ran.elapsed());
