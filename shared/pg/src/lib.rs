@@ -289,11 +289,57 @@ pub fn superuser_url(port: u16, database: &str) -> String {
     format!("postgres://postgres@127.0.0.1:{port}/{database}")
 }
 
-/// A free loopback TCP port (bound and released; a tiny race is accepted for dev and tests).
+/// A free loopback TCP port for a server about to be started (bound and released), for dev
+/// and tests.
+///
+/// Chosen at random BELOW the kernel's ephemeral range, never from it: a port the kernel hands
+/// out for a bind to port 0 (a metrics endpoint on `127.0.0.1:0`, any test's client or
+/// listener) can then never be this one between its release here and the server's bind. A port
+/// taken from the ephemeral range was seen handed to an office's own metrics endpoint just
+/// before its gRPC server bound it (`Address already in use`). No port is handed out twice by
+/// one process; the range stops [`HEADROOM`] short of the ephemeral range, so `lychd dev`'s
+/// ports counted up from one of these stay below it too. Where no such range exists (an
+/// ephemeral range starting below [`FLOOR`] + [`HEADROOM`]), the kernel chooses.
 pub fn free_port() -> Result<u16, PgError> {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PICKS: AtomicU64 = AtomicU64::new(0);
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+    let top = ephemeral_start().saturating_sub(HEADROOM);
+    if top > FLOOR {
+        let span = u64::from(top - FLOOR);
+        // A per-process random key, and a count so each pick differs.
+        let random = std::collections::hash_map::RandomState::new();
+        for _ in 0..256 {
+            let n = PICKS.fetch_add(1, Ordering::Relaxed);
+            let offset = random.hash_one((n, std::process::id())) % span;
+            let port = FLOOR + u16::try_from(offset).unwrap_or(0);
+            let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+            if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.insert(port);
+                return Ok(port);
+            }
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// The lowest port [`free_port`] chooses.
+pub const FLOOR: u16 = 10_000;
+/// Ports left free between [`free_port`]'s range and the ephemeral range.
+pub const HEADROOM: u16 = 64;
+
+/// The first port of the kernel's ephemeral range (Linux's `ip_local_port_range`; 32768, its
+/// default, where it cannot be read).
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 pub async fn superuser_connection(port: u16, database: &str) -> Result<PgConnection, PgError> {
@@ -343,4 +389,37 @@ async fn provision_locked(
     }
     conn.close().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range_distinct_and_bindable() {
+        let top = ephemeral_start().saturating_sub(HEADROOM);
+        assert!(
+            top > FLOOR,
+            "this machine's ephemeral range starts at {top}"
+        );
+        let ports: Vec<u16> = (0..200).map(|_| free_port().expect("a port")).collect();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
+        for port in ports {
+            assert!(
+                (FLOOR..top).contains(&port),
+                "{port} outside {FLOOR}..{top}"
+            );
+        }
+        // A port given out is free to bind (the last one: the others were checked as they came).
+        let last = free_port().expect("a port");
+        std::net::TcpListener::bind(("127.0.0.1", last)).expect("bind the port given");
+        // And a kernel-chosen port never falls in the range.
+        let kernel = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 0");
+        let chosen = kernel.local_addr().expect("addr").port();
+        assert!(
+            chosen >= top,
+            "the kernel chose {chosen}, inside {FLOOR}..{top}"
+        );
+    }
 }

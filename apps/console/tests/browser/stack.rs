@@ -55,10 +55,7 @@ fn request<T>(message: T, bearer: &str) -> tonic::Request<T> {
 impl Stack {
     pub async fn start() -> Stack {
         let state = tempfile::tempdir().expect("state dir");
-        let base_port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            l.local_addr().expect("addr").port()
-        };
+        let base_port = lychd_testkit::verify::free_port();
         let child = tokio::process::Command::new(lychd_testkit::bin_path("lychd"))
             .args(["dev", "--ephemeral", "--no-build", "--base-port"])
             .arg(base_port.to_string())

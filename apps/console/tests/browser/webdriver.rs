@@ -85,10 +85,7 @@ impl Browser {
     pub async fn start() -> Browser {
         let chromium = tool("chromium");
         let chromedriver = tool("chromedriver");
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            l.local_addr().expect("addr").port()
-        };
+        let port = lychd_testkit::verify::free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let driver = tokio::process::Command::new(chromedriver)
             .arg(format!("--port={port}"))

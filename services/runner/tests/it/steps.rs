@@ -496,9 +496,7 @@ async fn a_transient_failure_is_retried_with_a_recorded_jitter_seed_until_retrie
         .expect("a run");
     let id = Uuid::parse_str(&run.run_id).expect("uuid");
     // A Dispatcher that is not there: every lease request fails in transport (transient).
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let endpoint = format!("http://{}", closed.local_addr().expect("addr"));
-    drop(closed);
+    let endpoint = format!("http://127.0.0.1:{}", lychd_testkit::verify::free_port());
     let models = lychd_runner::model::Models::at(&endpoint, Default::default()).expect("models");
     let service = Service::new(s.spawned.ctx.pool.clone(), Fsm::bound().expect("fsm"));
     let d = Driver::new(

@@ -208,9 +208,7 @@ fn the_verifier_tail_is_holds_then_a_pass() {
 #[tokio::test]
 async fn closed_obligations_without_a_pass_never_succeed() {
     let mut s = crate::common::stack().await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let nowhere = format!("http://{}", closed.local_addr().expect("addr"));
-    drop(closed);
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
     let silent = Verifier::at(&nowhere, &nowhere, Outgoing::default())
         .expect("endpoints")
         .recheck_ms(50);

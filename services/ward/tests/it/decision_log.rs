@@ -60,10 +60,7 @@ async fn the_writer_finishes_what_is_queued_when_the_last_handle_drops() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_log_that_cannot_write_refuses_more_records() {
     // A pool to a port nothing listens on: every write fails and is retried.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = lychd_testkit::verify::free_port();
     let opts = lychd_runtime::db::connect_options(
         &format!("postgres://nobody@127.0.0.1:{port}/none"),
         None,

@@ -24,6 +24,7 @@ use lychd_runtime::config::{OfficeConfig, PeerConfig};
 use lychd_runtime::health::HealthState;
 use lychd_runtime::server::{InProcess, ServeContext};
 use lychd_testkit::refusal::reason;
+use lychd_testkit::verify::free_port;
 use lychd_testkit::{TestDb, channel_with};
 use lychd_ward::domain::kinds::{CredentialKind, PrincipalKind};
 use lychd_ward::domain::promotion::{self, Ref, Terms};
@@ -33,14 +34,6 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 const OWNER: &str = "owner-alice";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn config(office: Office, db: &TestDb, port: u16) -> OfficeConfig {
     let mut c = OfficeConfig::defaults(office);
