@@ -70,6 +70,12 @@ pub async fn stack_with(runner: &str) -> Stack {
             .await
             .expect("runner grant");
     }
+    // An ended run's pending consents are released at once (without it the release stays due
+    // and the run's row is rewritten at every retry).
+    admin
+        .ensure_assignment(&runner, "ward:cancel", "run:*", "ward", "cancel")
+        .await
+        .expect("runner grant");
     for verb in ["start", "read"] {
         admin
             .ensure_assignment(

@@ -90,6 +90,20 @@ async fn a_run_with_a_retry_a_cold_wait_and_a_repair_round_replays_without_diver
  {
     let mut s = model::stack().await;
     let id = eventful_run(&mut s).await;
+    // The commit that ended the run out of `WAIT_VERIFICATION` marked its consents for release;
+    // the step loop asks Ward and clears the mark after the run reads as ended. Only then is
+    // the run's row final (a release still due is pushed out, rewriting it, at every retry).
+    eventually("the run's consent release is asked", || async {
+        let mut db = s.sandbox.db.superuser().await;
+        sqlx::query_scalar::<_, bool>(
+            "SELECT consent_release_due IS NULL FROM runner.runs WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(&mut db)
+        .await
+        .expect("release mark")
+    })
+    .await;
     let (chats, requests) = (s.sim.chats(), s.sim.requests());
     let before = digests(&s).await;
     let mut c = s.client.clone();
