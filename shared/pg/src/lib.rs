@@ -400,7 +400,8 @@ mod tests {
         let top = ephemeral_start().saturating_sub(HEADROOM);
         assert!(
             top > FLOOR,
-            "this machine's ephemeral range starts at {top}"
+            "this machine's ephemeral range starts at {}",
+            ephemeral_start()
         );
         let ports: Vec<u16> = (0..200).map(|_| free_port().expect("a port")).collect();
         let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
