@@ -302,19 +302,16 @@ pub fn superuser_url(port: u16, database: &str) -> String {
 /// ephemeral range starting below [`FLOOR`] + [`HEADROOM`]), the kernel chooses.
 pub fn free_port() -> Result<u16, PgError> {
     use std::hash::BuildHasher;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static PICKS: AtomicU64 = AtomicU64::new(0);
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
 
     let top = ephemeral_start().saturating_sub(HEADROOM);
     if top > FLOOR {
         let span = u64::from(top - FLOOR);
-        // A per-process random key, and a count so each pick differs.
+        // Random keys of their own for this call: each attempt's hash is a fresh pick.
         let random = std::collections::hash_map::RandomState::new();
-        for _ in 0..256 {
-            let n = PICKS.fetch_add(1, Ordering::Relaxed);
-            let offset = random.hash_one((n, std::process::id())) % span;
+        for attempt in 0..256u32 {
+            let offset = random.hash_one(attempt) % span;
             let port = FLOOR + u16::try_from(offset).unwrap_or(0);
             let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
             if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {

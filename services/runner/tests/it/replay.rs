@@ -90,7 +90,7 @@ async fn a_run_with_a_retry_a_cold_wait_and_a_repair_round_replays_without_diver
  {
     let mut s = model::stack().await;
     let id = eventful_run(&mut s).await;
-    // The commit that ended the run out of `WAIT_VERIFICATION` marked its consents for release;
+    // The commit that ended the run out of verification marked its consents for release;
     // the step loop asks Ward and clears the mark after the run reads as ended. Only then is
     // the run's row final (a release still due is pushed out, rewriting it, at every retry).
     eventually("the run's consent release is asked", || async {
